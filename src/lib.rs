@@ -1,0 +1,9 @@
+//! shardlog: a Kafka-wire-compatible message broker for Linux, built
+//! thread-per-core on io_uring. See ARCHITECTURE.md for the map.
+
+#![deny(unsafe_code)]
+#![warn(rust_2018_idioms, unused_qualifications)]
+
+pub mod limits;
+pub mod protocol;
+pub mod storage;

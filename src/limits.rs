@@ -1,0 +1,42 @@
+//! Every limit the broker enforces, with the reason for its value.
+//!
+//! Config may lower a default; nothing may raise a value past its `_MAX`.
+
+/// Largest record batch accepted in one append. Bounds the memory one produce
+/// request pins and the size of one DMA write. Kafka's `message.max.bytes`
+/// defaults to ~1 MiB; we allow more so 1 MiB payload batches fit with their
+/// headers, and cap it where one batch would dominate a shard's cache.
+pub const BATCH_BYTES_MAX: usize = 16 << 20;
+/// Default per-log batch limit: 1 MiB of records plus headroom for headers.
+pub const BATCH_BYTES_DEFAULT: usize = (1 << 20) + 4096;
+
+/// Segment size at which a log rolls to a new segment (Kafka: 1 GiB).
+pub const SEGMENT_BYTES_DEFAULT: u64 = 1 << 30;
+/// Index entries store file positions as `u32`; staying below 2 GiB also keeps
+/// positions non-negative for tools that read them as Java ints.
+pub const SEGMENT_BYTES_MAX: u64 = (1 << 31) - 1;
+/// A segment never holds more than this many offsets, so relative offsets fit
+/// the `u32` index entries (same bound as Kafka's `Int.MaxValue`).
+pub const SEGMENT_OFFSETS_MAX: i64 = i32::MAX as i64;
+/// Segment age at which a log rolls (Kafka `segment.ms`: 7 days).
+pub const SEGMENT_MS_DEFAULT: i64 = 7 * 24 * 3600 * 1000;
+
+/// Bytes of log between two sparse index entries (Kafka: 4 KiB). A lookup then
+/// reads at most this much before reaching the wanted batch.
+pub const INDEX_INTERVAL_BYTES_DEFAULT: u32 = 4096;
+
+/// Segment files grow by fallocate in steps this big, so appends rarely pay
+/// for block allocation and the file stays contiguous on disk.
+pub const PREALLOCATE_STEP_BYTES_DEFAULT: u64 = 32 << 20;
+
+/// Bytes of recent batches a partition keeps in memory for tail reads. A
+/// consumer within this distance of the end never touches the disk.
+pub const BATCH_CACHE_BYTES_DEFAULT: usize = 8 << 20;
+
+/// Recovery and cold reads fetch the file in windows of this size: large
+/// enough for sequential throughput, small enough to bound memory.
+pub const READ_WINDOW_BYTES: usize = 1 << 20;
+
+/// Direct I/O alignment assumed for buffers and positions. Every Linux block
+/// device we target uses 512 or 4096; 4096 satisfies both.
+pub const DMA_ALIGNMENT: u64 = 4096;

@@ -1,0 +1,108 @@
+//! Errors that storage operations can meet in operation. Each names the
+//! partition and, where a file is involved, the file.
+
+use std::{fmt, io, path::PathBuf};
+
+use crate::protocol::record_batch::BatchError;
+
+/// Identifies a partition in errors and logs: `topic-partition`, as Kafka
+/// names partition directories.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PartitionName(pub String);
+
+impl fmt::Display for PartitionName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum StorageError {
+    /// The producer's batch failed validation; nothing was written.
+    InvalidBatch { partition: PartitionName, reason: BatchError },
+    /// The requested offset is outside `[log_start, log_end]`.
+    OffsetOutOfRange { partition: PartitionName, offset: i64, log_start: i64, log_end: i64 },
+    /// The file system is full (ENOSPC). Nothing was acknowledged; the append
+    /// may be retried once space is freed.
+    NoSpace { partition: PartitionName, file: PathBuf },
+    /// An I/O call failed (EIO and anything else not listed).
+    Io { partition: PartitionName, file: PathBuf, op: &'static str, source: io::Error },
+    /// `fdatasync` failed. The kernel may have dropped the dirty data, so the
+    /// partition now refuses writes until it is reopened and recovered.
+    SyncFailed { partition: PartitionName, file: PathBuf, source: io::Error },
+    /// An earlier `fdatasync` failed; writes are refused until reopen.
+    WritesRefused { partition: PartitionName },
+    /// On-disk bytes that passed recovery no longer parse.
+    Corrupt { partition: PartitionName, file: PathBuf, position: u64, reason: BatchError },
+    /// A data-directory file (checkpoint, index) is malformed.
+    BadFile { partition: PartitionName, file: PathBuf, reason: String },
+}
+
+impl StorageError {
+    /// Maps an I/O failure to the typed error for its errno.
+    pub(crate) fn from_io(
+        partition: &PartitionName,
+        file: &std::path::Path,
+        op: &'static str,
+        source: io::Error,
+    ) -> Self {
+        if source.raw_os_error() == Some(libc::ENOSPC) {
+            return Self::NoSpace { partition: partition.clone(), file: file.to_path_buf() };
+        }
+        Self::Io { partition: partition.clone(), file: file.to_path_buf(), op, source }
+    }
+
+    /// True when retrying later may succeed without operator action on the
+    /// partition (Kafka answers these with a retriable error code).
+    pub fn is_retriable(&self) -> bool {
+        matches!(self, Self::NoSpace { .. })
+    }
+}
+
+impl fmt::Display for StorageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::InvalidBatch { partition, reason } => {
+                write!(f, "partition {partition}: batch rejected: {reason}")
+            }
+            Self::OffsetOutOfRange { partition, offset, log_start, log_end } => write!(
+                f,
+                "partition {partition}: offset {offset} out of range [{log_start}, {log_end}]"
+            ),
+            Self::NoSpace { partition, file } => {
+                write!(f, "partition {partition}: no space left writing {}", file.display())
+            }
+            Self::Io { partition, file, op, source } => {
+                write!(f, "partition {partition}: {op} {} failed: {source}", file.display())
+            }
+            Self::SyncFailed { partition, file, source } => write!(
+                f,
+                "partition {partition}: fdatasync of {} failed: {source}; writes refused until reopen",
+                file.display()
+            ),
+            Self::WritesRefused { partition } => write!(
+                f,
+                "partition {partition}: writes refused after an earlier fdatasync failure; reopen to recover"
+            ),
+            Self::Corrupt { partition, file, position, reason } => write!(
+                f,
+                "partition {partition}: corrupt batch in {} at byte {position}: {reason}",
+                file.display()
+            ),
+            Self::BadFile { partition, file, reason } => {
+                write!(f, "partition {partition}: bad file {}: {reason}", file.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for StorageError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Io { source, .. } | Self::SyncFailed { source, .. } => Some(source),
+            Self::InvalidBatch { reason, .. } | Self::Corrupt { reason, .. } => Some(reason),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,154 @@
+//! The one seam between storage and glommio's direct-I/O files.
+//!
+//! Everything storage does to a segment file goes through [`SegmentFile`], so
+//! faults can be injected here (see [`Faults`]) and, later, a simulated file
+//! can stand in for the real one.
+//!
+//! **Architecture invariant:** segment data is written only with O_DIRECT
+//! (`DmaFile`), from buffers aligned to the device; never through the page
+//! cache.
+
+use std::{cell::Cell, io, path::{Path, PathBuf}, rc::Rc};
+
+use glommio::io::{DmaBuffer, DmaFile, OpenOptions, ReadResult};
+
+/// A fault to inject into the next matching call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// The next `fdatasync` fails with this errno.
+    Sync(i32),
+    /// The next write fails with this errno.
+    Write(i32),
+}
+
+/// Fault injection shared by every file of one log. Empty in production; a
+/// test arms it to make the next call fail with a chosen errno, as a real
+/// disk would (EIO, ENOSPC).
+#[derive(Debug, Clone, Default)]
+pub struct Faults(Rc<Cell<Option<Fault>>>);
+
+impl Faults {
+    pub fn arm(&self, fault: Fault) {
+        self.0.set(Some(fault));
+    }
+
+    fn take_sync(&self) -> Option<io::Error> {
+        match self.0.get() {
+            Some(Fault::Sync(errno)) => {
+                self.0.set(None);
+                Some(io::Error::from_raw_os_error(errno))
+            }
+            _ => None,
+        }
+    }
+
+    fn take_write(&self) -> Option<io::Error> {
+        match self.0.get() {
+            Some(Fault::Write(errno)) => {
+                self.0.set(None);
+                Some(io::Error::from_raw_os_error(errno))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// A segment (or index) file opened for direct I/O, read and write.
+pub struct SegmentFile {
+    dma: DmaFile,
+    path: PathBuf,
+    faults: Faults,
+}
+
+impl SegmentFile {
+    /// Creates a new, empty file; fails if it exists.
+    pub async fn create(path: &Path, faults: Faults) -> io::Result<Self> {
+        let dma = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .dma_open(path)
+            .await?;
+        Ok(Self { dma, path: path.to_path_buf(), faults })
+    }
+
+    /// Opens an existing file for reading and writing.
+    pub async fn open(path: &Path, faults: Faults) -> io::Result<Self> {
+        let dma = OpenOptions::new().read(true).write(true).dma_open(path).await?;
+        Ok(Self { dma, path: path.to_path_buf(), faults })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// A zero-length buffer of `len` bytes (a multiple of the alignment)
+    /// suitable for direct I/O on this file.
+    pub fn alloc(&self, len: usize) -> DmaBuffer {
+        self.dma.alloc_dma_buffer(len)
+    }
+
+    /// Writes the whole buffer at an aligned position.
+    pub async fn write_at(&self, buf: DmaBuffer, pos: u64) -> io::Result<()> {
+        if let Some(err) = self.faults.take_write() {
+            return Err(err);
+        }
+        let len = buf.len();
+        let written = self.dma.write_at(buf, pos).await?;
+        if written != len {
+            // A short O_DIRECT write means the device ran out of room mid-way.
+            return Err(io::Error::from_raw_os_error(libc::ENOSPC));
+        }
+        Ok(())
+    }
+
+    /// Reads `len` bytes at `pos` (any alignment; glommio widens the request
+    /// to aligned bounds and slices the result).
+    pub async fn read_at(&self, pos: u64, len: usize) -> io::Result<ReadResult> {
+        Ok(self.dma.read_at(pos, len).await?)
+    }
+
+    pub async fn fdatasync(&self) -> io::Result<()> {
+        if let Some(err) = self.faults.take_sync() {
+            return Err(err);
+        }
+        Ok(self.dma.fdatasync().await?)
+    }
+
+    /// Reserves blocks up to `len` without changing the visible file size, so
+    /// the size after a crash still tells how far writes got.
+    pub async fn preallocate(&self, len: u64) -> io::Result<()> {
+        Ok(self.dma.pre_allocate(len, true).await?)
+    }
+
+    pub async fn truncate(&self, len: u64) -> io::Result<()> {
+        Ok(self.dma.truncate(len).await?)
+    }
+
+    pub async fn size(&self) -> io::Result<u64> {
+        Ok(self.dma.file_size().await?)
+    }
+
+    pub async fn close(self) -> io::Result<()> {
+        Ok(self.dma.close().await?)
+    }
+}
+
+/// Writes a small file atomically: write a temporary, fsync it, rename over
+/// the target, fsync the directory. Used for checkpoints and index files,
+/// which are written at roll and shutdown, off the append path.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    let tmp = path.with_extension("tmp");
+    let mut file = std::fs::File::create(&tmp)?;
+    file.write_all(bytes)?;
+    file.sync_data()?;
+    drop(file);
+    std::fs::rename(&tmp, path)?;
+    sync_dir(path.parent().unwrap_or(Path::new(".")))
+}
+
+/// Makes a directory's entries (created, renamed, removed files) durable.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
+}

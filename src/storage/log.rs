@@ -1,0 +1,634 @@
+//! One partition's log: appends, group-committed syncs, reads by offset,
+//! rolling, retention and clean shutdown.
+//!
+//! A `PartitionLog` lives on one shard and is used by many tasks of that shard
+//! at once (through `Rc`). Appends are serialised by a write permit so offsets
+//! are assigned in order and the tail block is rewritten by one writer at a
+//! time; syncs are serialised by a sync permit, and every durable appender
+//! queued behind a running `fdatasync` is covered by the next one: that is the
+//! group commit. No `RefCell` borrow is held across an `.await`.
+
+use std::{cell::{Cell, RefCell}, collections::BTreeMap, ops::Deref, path::{Path, PathBuf}, rc::Rc};
+
+use bytes::{Bytes, BytesMut};
+use glommio::{io::ReadResult, sync::Semaphore};
+
+use crate::{
+    limits::{self, DMA_ALIGNMENT},
+    protocol::record_batch::{self, BatchHeader},
+    storage::{
+        batch_cache::{BatchCache, CachedBatch},
+        config::{Clock, LogConfig},
+        error::{PartitionName, StorageError},
+        file::{self, Faults},
+        recovery::{self, Checkpoint, RecoveryReport},
+        segment::{self, Segment},
+    },
+};
+
+/// When an append may return, matching the producer's `acks`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// Once the write completed (acks=0 and acks=1).
+    Written,
+    /// Once an `fdatasync` covers it (acks=all).
+    Synced,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendInfo {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    pub max_timestamp: i64,
+}
+
+/// Counters of one log, read by tests, benches and (later) metrics.
+#[derive(Debug, Default)]
+pub struct LogStats {
+    pub appends: Cell<u64>,
+    pub bytes_appended: Cell<u64>,
+    pub syncs: Cell<u64>,
+    pub cache_reads: Cell<u64>,
+    pub disk_reads: Cell<u64>,
+}
+
+fn bump(counter: &Cell<u64>, by: u64) {
+    counter.set(counter.get() + by);
+}
+
+/// Bytes returned by a read: cached buffers or a slice of a DMA read.
+pub enum Chunk {
+    Cached(Bytes),
+    Disk(ReadResult),
+}
+
+impl Deref for Chunk {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Self::Cached(b) => b,
+            Self::Disk(r) => r,
+        }
+    }
+}
+
+/// Whole batches from a read, with the log bounds at the time of the read.
+pub struct ReadSlice {
+    pub chunks: Vec<Chunk>,
+    pub log_start: i64,
+    pub log_end: i64,
+}
+
+impl ReadSlice {
+    pub fn len(&self) -> usize {
+        self.chunks.iter().map(|c| c.len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Copies the bytes out (tests and tools; the fetch path sends chunks).
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.len());
+        for c in &self.chunks {
+            out.extend_from_slice(c);
+        }
+        out
+    }
+}
+
+struct LogState {
+    /// By base offset; the last one is the active segment.
+    segments: BTreeMap<i64, Segment>,
+    log_start: i64,
+    /// The log end offset: the offset the next batch gets.
+    next_offset: i64,
+    /// Every offset below this is covered by an fdatasync.
+    durable_offset: i64,
+    /// The active segment's last partial block, rewritten with each append.
+    tail: Vec<u8>,
+    cache: BatchCache,
+    /// Set when an fdatasync failed: writes are refused until reopen.
+    failed: bool,
+}
+
+impl LogState {
+    fn active(&self) -> &Segment {
+        self.segments.values().next_back().expect("a log always has an active segment")
+    }
+
+    fn active_mut(&mut self) -> &mut Segment {
+        self.segments.values_mut().next_back().expect("a log always has an active segment")
+    }
+}
+
+pub struct PartitionLog {
+    name: PartitionName,
+    dir: PathBuf,
+    config: LogConfig,
+    clock: Clock,
+    faults: Faults,
+    state: RefCell<LogState>,
+    write_permit: Semaphore,
+    sync_permit: Semaphore,
+    stats: LogStats,
+}
+
+/// How a retention pass changed the log.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct RetentionOutcome {
+    pub segments_deleted: usize,
+    pub bytes_deleted: u64,
+    pub log_start: i64,
+}
+
+impl PartitionLog {
+    /// Opens (creating if needed) the log in `dir`, recovering it first.
+    pub async fn open(
+        dir: &Path,
+        name: PartitionName,
+        config: LogConfig,
+        clock: Clock,
+        faults: Faults,
+    ) -> Result<(Self, RecoveryReport), StorageError> {
+        let config = config.clamped();
+        let (segments, report) = recovery::recover(dir, &name, &config, &faults, clock.now_ms()).await?;
+        let log_start = segments[0].base_offset;
+        let active = segments.last().expect("recover returns at least one segment");
+        let next_offset = active.next_offset;
+        let tail = read_tail(active, &name).await?;
+        let state = LogState {
+            segments: segments.into_iter().map(|s| (s.base_offset, s)).collect(),
+            log_start,
+            next_offset,
+            durable_offset: next_offset,
+            tail,
+            cache: BatchCache::new(config.cache_bytes),
+            failed: false,
+        };
+        let log = Self {
+            name,
+            dir: dir.to_path_buf(),
+            config,
+            clock,
+            faults,
+            state: RefCell::new(state),
+            write_permit: Semaphore::new(1),
+            sync_permit: Semaphore::new(1),
+            stats: LogStats::default(),
+        };
+        // What recovery kept is now the trusted prefix: sync it and say so, so
+        // the next open validates only what is written after this point.
+        log.sync_through(next_offset).await?;
+        log.force_sync().await?;
+        log.write_checkpoint().await?;
+        Ok((log, report))
+    }
+
+    pub fn name(&self) -> &PartitionName {
+        &self.name
+    }
+
+    pub fn stats(&self) -> &LogStats {
+        &self.stats
+    }
+
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+
+    /// Injects faults into this log's files (tests).
+    pub fn faults(&self) -> &Faults {
+        &self.faults
+    }
+
+    pub fn log_start(&self) -> i64 {
+        self.state.borrow().log_start
+    }
+
+    pub fn log_end(&self) -> i64 {
+        self.state.borrow().next_offset
+    }
+
+    pub fn durable_offset(&self) -> i64 {
+        self.state.borrow().durable_offset
+    }
+
+    pub fn segment_count(&self) -> usize {
+        self.state.borrow().segments.len()
+    }
+
+    /// Base offset and byte size of each segment, oldest first.
+    pub fn segments(&self) -> Vec<(i64, u64)> {
+        self.state.borrow().segments.values().map(|s| (s.base_offset, s.size)).collect()
+    }
+
+    pub fn size_bytes(&self) -> u64 {
+        self.state.borrow().segments.values().map(|s| s.size).sum()
+    }
+
+    pub fn cache_bytes(&self) -> usize {
+        self.state.borrow().cache.bytes()
+    }
+
+    /// Appends one producer batch, assigning its offsets. Returns once the
+    /// batch is written, or once it is durable for [`Durability::Synced`].
+    pub async fn append(&self, batch: BytesMut, durability: Durability) -> Result<AppendInfo, StorageError> {
+        let header = record_batch::check_produced_batch(&batch, self.config.max_batch_bytes)
+            .map_err(|reason| StorageError::InvalidBatch { partition: self.name.clone(), reason })?;
+        let permit = self.write_permit.acquire_permit(1).await.expect("write permit: never closed");
+        self.ensure_writable()?;
+        self.roll_if_due(batch.len()).await?;
+        let info = self.write_batch(batch, header).await?;
+        drop(permit);
+        if durability == Durability::Synced {
+            self.sync_through(info.last_offset + 1).await?;
+        }
+        Ok(info)
+    }
+
+    fn ensure_writable(&self) -> Result<(), StorageError> {
+        if self.state.borrow().failed {
+            return Err(StorageError::WritesRefused { partition: self.name.clone() });
+        }
+        Ok(())
+    }
+
+    /// Writes the tail block plus the batch as one aligned DMA write, then
+    /// commits the new state. Nothing is visible to readers before the write
+    /// completed, and a failed write leaves the state as it was.
+    async fn write_batch(&self, mut batch: BytesMut, header: BatchHeader) -> Result<AppendInfo, StorageError> {
+        let (file, buf, write_pos, base_offset, needed, allocated) = {
+            let st = self.state.borrow();
+            let base_offset = st.next_offset;
+            record_batch::patch_base_offset(&mut batch, base_offset);
+            record_batch::patch_leader_epoch(&mut batch, self.config.leader_epoch);
+            let seg = st.active();
+            let write_pos = align_down(seg.size);
+            debug_assert_eq!(st.tail.len() as u64, seg.size - write_pos, "tail mirrors the partial block");
+            let used = st.tail.len() + batch.len();
+            let mut buf = seg.file.alloc(align_up(used as u64) as usize);
+            let bytes = buf.as_bytes_mut();
+            bytes[..st.tail.len()].copy_from_slice(&st.tail);
+            bytes[st.tail.len()..used].copy_from_slice(&batch);
+            bytes[used..].fill(0);
+            let needed = write_pos + bytes.len() as u64;
+            (seg.file.clone(), buf, write_pos, base_offset, needed, seg.allocated)
+        };
+        if needed > allocated {
+            let target = align_to(needed, self.config.preallocate_step_bytes);
+            file.preallocate(target)
+                .await
+                .map_err(|e| StorageError::from_io(&self.name, file.path(), "preallocate", e))?;
+            self.state.borrow_mut().active_mut().allocated = target;
+        }
+        file.write_at(buf, write_pos)
+            .await
+            .map_err(|e| StorageError::from_io(&self.name, file.path(), "write", e))?;
+        let header = BatchHeader { base_offset, leader_epoch: self.config.leader_epoch, ..header };
+        let batch = batch.freeze();
+        let mut st = self.state.borrow_mut();
+        let seg = st.active_mut();
+        let position = seg.size;
+        seg.on_append(&header, position);
+        let new_size = seg.size;
+        let keep = (new_size - align_down(new_size)) as usize;
+        if keep <= batch.len() {
+            st.tail.clear();
+            st.tail.extend_from_slice(&batch[batch.len() - keep..]);
+        } else {
+            st.tail.extend_from_slice(&batch);
+        }
+        st.next_offset = header.last_offset() + 1;
+        st.cache.push(CachedBatch { base_offset, last_offset: header.last_offset(), bytes: batch.clone() });
+        bump(&self.stats.appends, 1);
+        bump(&self.stats.bytes_appended, batch.len() as u64);
+        Ok(AppendInfo { base_offset, last_offset: header.last_offset(), max_timestamp: header.max_timestamp })
+    }
+
+    /// Returns once every offset below `target` is durable. Callers queue on
+    /// the sync permit; whoever gets it finds its data already covered by the
+    /// sync before it, or syncs everything written so far for all behind it.
+    pub async fn sync_through(&self, target: i64) -> Result<(), StorageError> {
+        if self.state.borrow().durable_offset >= target {
+            return Ok(());
+        }
+        let _permit = self.sync_permit.acquire_permit(1).await.expect("sync permit: never closed");
+        if self.state.borrow().durable_offset >= target {
+            return Ok(());
+        }
+        self.sync_active().await
+    }
+
+    /// Syncs the active segment now, whatever was synced before.
+    async fn force_sync(&self) -> Result<(), StorageError> {
+        let _permit = self.sync_permit.acquire_permit(1).await.expect("sync permit: never closed");
+        self.sync_active().await
+    }
+
+    /// One fdatasync of the active segment; the caller holds the sync permit.
+    async fn sync_active(&self) -> Result<(), StorageError> {
+        let (file, upto) = {
+            let st = self.state.borrow();
+            if st.failed {
+                return Err(StorageError::WritesRefused { partition: self.name.clone() });
+            }
+            (st.active().file.clone(), st.next_offset)
+        };
+        bump(&self.stats.syncs, 1);
+        match file.fdatasync().await {
+            Ok(()) => {
+                let mut st = self.state.borrow_mut();
+                st.durable_offset = st.durable_offset.max(upto);
+                Ok(())
+            }
+            Err(source) => {
+                // fsyncgate: after a failed fsync the kernel may have dropped
+                // the dirty pages and cleared the error, so a retry could
+                // "succeed" over lost data. Refuse writes until recovery.
+                self.state.borrow_mut().failed = true;
+                log::error!("partition {}: fdatasync of {} failed: {source}; refusing writes", self.name, file.path().display());
+                Err(StorageError::SyncFailed { partition: self.name.clone(), file: file.path().to_path_buf(), source })
+            }
+        }
+    }
+
+    async fn roll_if_due(&self, incoming: usize) -> Result<(), StorageError> {
+        let due = {
+            let st = self.state.borrow();
+            let seg = st.active();
+            let now = self.clock.now_ms();
+            seg.size > 0
+                && (seg.size + incoming as u64 > self.config.segment_bytes
+                    || now - seg.created_ms >= self.config.segment_ms
+                    || st.next_offset - seg.base_offset >= limits::SEGMENT_OFFSETS_MAX - i64::from(i32::MAX / 2))
+        };
+        if due { self.roll().await } else { Ok(()) }
+    }
+
+    /// Seals the active segment (sync, trim preallocation, write indices) and
+    /// starts a new one at the log end. The caller holds the write permit.
+    pub(crate) async fn roll(&self) -> Result<(), StorageError> {
+        self.seal_active().await?;
+        let base = self.state.borrow().next_offset;
+        let seg = recovery::create_segment(&self.dir, base, &self.name, &self.config, &self.faults, self.clock.now_ms()).await?;
+        {
+            let mut st = self.state.borrow_mut();
+            st.segments.insert(base, seg);
+            st.tail.clear();
+        }
+        self.write_checkpoint().await
+    }
+
+    /// Makes the active segment durable and writes its index files.
+    async fn seal_active(&self) -> Result<(), StorageError> {
+        self.sync_through(self.log_end()).await?;
+        let (file, size, offsets, times) = {
+            let st = self.state.borrow();
+            let seg = st.active();
+            (seg.file.clone(), seg.size, seg.index.encode_offsets(), seg.index.encode_times())
+        };
+        file.truncate(size).await.map_err(|e| StorageError::from_io(&self.name, file.path(), "truncate", e))?;
+        self.state.borrow_mut().active_mut().allocated = size;
+        let log_path = file.path().to_path_buf();
+        let name = self.name.clone();
+        glommio::executor()
+            .spawn_blocking(move || {
+                for (suffix, bytes) in [(segment::INDEX_SUFFIX, offsets), (segment::TIME_INDEX_SUFFIX, times)] {
+                    let path = log_path.with_extension(suffix);
+                    file::write_atomically(&path, &bytes).map_err(|e| StorageError::from_io(&name, &path, "write index", e))?;
+                }
+                Ok(())
+            })
+            .await
+    }
+
+    async fn write_checkpoint(&self) -> Result<(), StorageError> {
+        let cp = {
+            let st = self.state.borrow();
+            let seg = st.active();
+            Checkpoint { segment_base: seg.base_offset, position: seg.size }
+        };
+        let path = self.dir.join(recovery::CHECKPOINT_FILE);
+        let name = self.name.clone();
+        glommio::executor()
+            .spawn_blocking(move || {
+                file::write_atomically(&path, &recovery::encode_checkpoint(cp))
+                    .map_err(|e| StorageError::from_io(&name, &path, "write checkpoint", e))
+            })
+            .await
+    }
+
+    /// Flushes, seals the active segment and records a checkpoint so the next
+    /// open needs no validation. After a failed sync nothing is vouched for.
+    pub async fn close(&self) -> Result<(), StorageError> {
+        let _permit = self.write_permit.acquire_permit(1).await.expect("write permit: never closed");
+        self.ensure_writable()?;
+        self.seal_active().await?;
+        self.write_checkpoint().await
+    }
+
+    /// Reads whole batches starting with the one that contains `offset`, up
+    /// to `max_bytes` (the first batch is returned even when larger). Returns
+    /// an empty slice at the log end.
+    pub async fn read(&self, offset: i64, max_bytes: usize) -> Result<ReadSlice, StorageError> {
+        let mut from = offset;
+        loop {
+            let (log_start, log_end, target) = {
+                let st = self.state.borrow();
+                let (log_start, log_end) = (st.log_start, st.next_offset);
+                if from < log_start || from > log_end {
+                    return Err(StorageError::OffsetOutOfRange { partition: self.name.clone(), offset, log_start, log_end });
+                }
+                if from == log_end {
+                    return Ok(ReadSlice { chunks: Vec::new(), log_start, log_end });
+                }
+                if let Some(chunks) = st.cache.read(from, max_bytes) {
+                    bump(&self.stats.cache_reads, 1);
+                    return Ok(ReadSlice { chunks: chunks.into_iter().map(Chunk::Cached).collect(), log_start, log_end });
+                }
+                (log_start, log_end, self.locate(&st, from))
+            };
+            bump(&self.stats.disk_reads, 1);
+            let (file, seg_base, start, seg_end, seg_next) = target;
+            let found = read_segment(&file, seg_base, start, seg_end, from, max_bytes, self.config.max_batch_bytes)
+                .await
+                .map_err(|e| e.into_storage(&self.name, file.path()))?;
+            match found {
+                Some(chunk) => return Ok(ReadSlice { chunks: vec![Chunk::Disk(chunk)], log_start, log_end }),
+                // The offset fell in a gap at the end of a compacted segment.
+                None => from = seg_next,
+            }
+        }
+    }
+
+    /// The segment holding `offset` (or the next one, for an offset in a
+    /// gap): its file, base, index position, size and next offset.
+    fn locate(&self, st: &LogState, offset: i64) -> (Rc<file::SegmentFile>, i64, u64, u64, i64) {
+        let seg = st
+            .segments
+            .range(..=offset)
+            .next_back()
+            .filter(|(_, s)| offset < s.next_offset)
+            .or_else(|| st.segments.range(offset..).next())
+            .map(|(_, s)| s)
+            .expect("offset within [log_start, log_end) lies in or before a segment");
+        let relative = (offset.max(seg.base_offset) - seg.base_offset) as u32;
+        let start = u64::from(seg.index.lookup(relative));
+        (seg.file.clone(), seg.base_offset, start, seg.size, seg.next_offset)
+    }
+
+    /// Deletes whole segments, oldest first, beyond `retention.bytes` or older
+    /// than `retention.ms`. The active segment is never deleted.
+    pub async fn enforce_retention(&self) -> Result<RetentionOutcome, StorageError> {
+        let _permit = self.write_permit.acquire_permit(1).await.expect("write permit: never closed");
+        let now = self.clock.now_ms();
+        let victims = {
+            let mut st = self.state.borrow_mut();
+            let mut total: u64 = st.segments.values().map(|s| s.size).sum();
+            let mut victims = Vec::new();
+            while st.segments.len() > 1 {
+                let oldest = st.segments.values().next().expect("len > 1");
+                let over_size = self.config.retention_bytes.is_some_and(|max| total - oldest.size >= max);
+                let too_old = self.config.retention_ms.is_some_and(|ms| now - oldest.retention_timestamp() > ms);
+                if !(over_size || too_old) {
+                    break;
+                }
+                let (_, seg) = st.segments.pop_first().expect("len > 1");
+                total -= seg.size;
+                victims.push(seg);
+            }
+            st.log_start = st.segments.values().next().expect("active remains").base_offset;
+            let log_start = st.log_start;
+            st.cache.trim_before(log_start);
+            victims
+        };
+        let mut outcome = RetentionOutcome { log_start: self.log_start(), ..RetentionOutcome::default() };
+        for seg in &victims {
+            outcome.segments_deleted += 1;
+            outcome.bytes_deleted += seg.size;
+            self.remove_segment_files(seg.path()).await?;
+        }
+        Ok(outcome)
+    }
+
+    async fn remove_segment_files(&self, log_path: &Path) -> Result<(), StorageError> {
+        let log_path = log_path.to_path_buf();
+        let dir = self.dir.clone();
+        let name = self.name.clone();
+        glommio::executor()
+            .spawn_blocking(move || {
+                for suffix in [segment::INDEX_SUFFIX, segment::TIME_INDEX_SUFFIX, segment::LOG_SUFFIX] {
+                    let path = log_path.with_extension(suffix);
+                    match std::fs::remove_file(&path) {
+                        Ok(()) => {}
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                        Err(e) => return Err(StorageError::from_io(&name, &path, "delete segment", e)),
+                    }
+                }
+                file::sync_dir(&dir).map_err(|e| StorageError::from_io(&name, &dir, "sync directory", e))
+            })
+            .await
+    }
+}
+
+/// A failure while reading a segment: I/O, or bytes that no longer parse.
+enum ReadError {
+    Io(std::io::Error),
+    Corrupt { position: u64, reason: record_batch::BatchError },
+}
+
+impl ReadError {
+    fn into_storage(self, name: &PartitionName, file: &Path) -> StorageError {
+        match self {
+            Self::Io(e) => StorageError::from_io(name, file, "read", e),
+            Self::Corrupt { position, reason } => {
+                StorageError::Corrupt { partition: name.clone(), file: file.to_path_buf(), position, reason }
+            }
+        }
+    }
+}
+
+/// Reads whole batches from a segment file, from the first batch whose last
+/// offset is at least `offset`. Walks headers from `start` (an index hint);
+/// never parses records. `None` when no batch in the segment reaches `offset`.
+async fn read_segment(
+    file: &file::SegmentFile,
+    _seg_base: i64,
+    start: u64,
+    seg_end: u64,
+    offset: i64,
+    max_bytes: usize,
+    max_batch_bytes: usize,
+) -> Result<Option<ReadResult>, ReadError> {
+    let mut pos = start;
+    let want = max_bytes.max(record_batch::HEADER_BYTES);
+    while pos < seg_end {
+        let len = ((limits::INDEX_INTERVAL_BYTES_DEFAULT as usize + want) as u64).min(seg_end - pos) as usize;
+        let window = file.read_at(pos, len).await.map_err(ReadError::Io)?;
+        let mut at = 0usize;
+        let mut first: Option<(usize, usize)> = None; // (start in window, bytes taken)
+        while at + record_batch::HEADER_BYTES <= window.len() {
+            let header = BatchHeader::parse(&window[at..], limits::BATCH_BYTES_MAX.max(max_batch_bytes))
+                .map_err(|reason| ReadError::Corrupt { position: pos + at as u64, reason })?;
+            let total = header.total_bytes();
+            match first {
+                None if header.last_offset() < offset => at += total,
+                None => {
+                    if at + total > window.len() {
+                        // The first batch is larger than the window: read it whole.
+                        let start = pos + at as u64;
+                        let whole = file.read_at(start, total).await.map_err(ReadError::Io)?;
+                        return Ok(Some(whole));
+                    }
+                    first = Some((at, total));
+                    at += total;
+                }
+                Some((begin, taken)) => {
+                    if taken + total > max_bytes || at + total > window.len() {
+                        break;
+                    }
+                    first = Some((begin, taken + total));
+                    at += total;
+                }
+            }
+        }
+        if let Some((begin, taken)) = first {
+            return Ok(Some(ReadResult::slice(&window, begin, taken).expect("range within the window")));
+        }
+        pos += at as u64;
+        if at == 0 {
+            // Not even one header fits: the segment ends in a partial batch,
+            // which recovery and append never leave behind.
+            return Err(ReadError::Corrupt {
+                position: pos,
+                reason: record_batch::BatchError::Incomplete { needed: record_batch::HEADER_BYTES, have: window.len() },
+            });
+        }
+    }
+    Ok(None)
+}
+
+/// The active segment's partial last block, which the next append rewrites.
+async fn read_tail(seg: &Segment, name: &PartitionName) -> Result<Vec<u8>, StorageError> {
+    let start = align_down(seg.size);
+    let len = (seg.size - start) as usize;
+    if len == 0 {
+        return Ok(Vec::new());
+    }
+    let bytes = seg.file.read_at(start, len).await.map_err(|e| StorageError::from_io(name, seg.path(), "read", e))?;
+    Ok(bytes.to_vec())
+}
+
+fn align_down(v: u64) -> u64 {
+    v & !(DMA_ALIGNMENT - 1)
+}
+
+fn align_up(v: u64) -> u64 {
+    align_down(v + DMA_ALIGNMENT - 1)
+}
+
+fn align_to(v: u64, step: u64) -> u64 {
+    v.div_ceil(step) * step
+}

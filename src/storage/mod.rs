@@ -1,0 +1,21 @@
+//! Per-partition storage: segment files of Kafka record batches written with
+//! direct I/O, sparse indices, a tail cache, group-committed syncs, recovery
+//! and retention.
+//!
+//! **Architecture invariant:** storage never parses records. It reads batch
+//! headers (offsets, lengths, timestamps, CRC) and treats the rest as bytes.
+
+pub mod batch_cache;
+pub mod config;
+pub mod error;
+pub mod file;
+pub mod index;
+pub mod log;
+pub mod recovery;
+pub mod segment;
+
+pub use config::{Clock, LogConfig};
+pub use error::{PartitionName, StorageError};
+pub use file::{Fault, Faults};
+pub use log::{AppendInfo, Chunk, Durability, PartitionLog, ReadSlice, RetentionOutcome};
+pub use recovery::RecoveryReport;
