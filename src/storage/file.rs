@@ -8,9 +8,19 @@
 //! (`DmaFile`), from buffers aligned to the device; never through the page
 //! cache.
 
-use std::{cell::Cell, io, path::{Path, PathBuf}, rc::Rc};
+use std::{
+    cell::Cell,
+    io,
+    os::unix::fs::{FileExt, OpenOptionsExt},
+    path::{Path, PathBuf},
+    rc::Rc,
+    sync::Arc,
+};
 
-use glommio::io::{DmaBuffer, DmaFile, OpenOptions, ReadResult};
+use bytes::Bytes;
+use glommio::io::{DmaBuffer, DmaFile, OpenOptions};
+
+use crate::limits::DMA_ALIGNMENT;
 
 /// A fault to inject into the next matching call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,9 +63,15 @@ impl Faults {
     }
 }
 
-/// A segment (or index) file opened for direct I/O, read and write.
+/// A segment file opened for direct I/O, read and write.
+///
+/// Reads use a second O_DIRECT descriptor with `pread` on glommio's blocking
+/// pool: glommio 0.9's io_uring reads (`read_at`, `read_at_aligned`) fail with
+/// EOPNOTSUPP on the 6.18 kernels we run on, while its writes and syncs work.
+/// The reads stay direct (no page cache) and off the shard's thread.
 pub struct SegmentFile {
     dma: DmaFile,
+    reader: Arc<std::fs::File>,
     path: PathBuf,
     faults: Faults,
 }
@@ -69,13 +85,18 @@ impl SegmentFile {
             .create_new(true)
             .dma_open(path)
             .await?;
-        Ok(Self { dma, path: path.to_path_buf(), faults })
+        Self::with_reader(dma, path, faults)
     }
 
     /// Opens an existing file for reading and writing.
     pub async fn open(path: &Path, faults: Faults) -> io::Result<Self> {
         let dma = OpenOptions::new().read(true).write(true).dma_open(path).await?;
-        Ok(Self { dma, path: path.to_path_buf(), faults })
+        Self::with_reader(dma, path, faults)
+    }
+
+    fn with_reader(dma: DmaFile, path: &Path, faults: Faults) -> io::Result<Self> {
+        let reader = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(path)?;
+        Ok(Self { dma, reader: Arc::new(reader), path: path.to_path_buf(), faults })
     }
 
     pub fn path(&self) -> &Path {
@@ -102,10 +123,12 @@ impl SegmentFile {
         Ok(())
     }
 
-    /// Reads `len` bytes at `pos` (any alignment; glommio widens the request
-    /// to aligned bounds and slices the result).
-    pub async fn read_at(&self, pos: u64, len: usize) -> io::Result<ReadResult> {
-        Ok(self.dma.read_at(pos, len).await?)
+    /// Reads up to `len` bytes at `pos` (any alignment: the request is widened
+    /// to aligned bounds and the result sliced, without a copy). Shorter only
+    /// at the end of the file.
+    pub async fn read_at(&self, pos: u64, len: usize) -> io::Result<Bytes> {
+        let reader = self.reader.clone();
+        glommio::executor().spawn_blocking(move || read_direct(&reader, pos, len)).await
     }
 
     pub async fn fdatasync(&self) -> io::Result<()> {
@@ -132,6 +155,28 @@ impl SegmentFile {
     pub async fn close(self) -> io::Result<()> {
         Ok(self.dma.close().await?)
     }
+}
+
+/// One aligned O_DIRECT `pread` of the range covering `[pos, pos + len)`.
+fn read_direct(file: &std::fs::File, pos: u64, len: usize) -> io::Result<Bytes> {
+    let align = DMA_ALIGNMENT as usize;
+    let start = pos & !(DMA_ALIGNMENT - 1);
+    let skip = (pos - start) as usize;
+    let span = (skip + len).div_ceil(align) * align;
+    // Over-allocate and read into the aligned window inside, so the buffer
+    // meets O_DIRECT's address alignment without unsafe code.
+    let mut buf = vec![0u8; span + align];
+    let at = buf.as_ptr().align_offset(align);
+    let mut done = 0usize;
+    while done < span {
+        let n = file.read_at(&mut buf[at + done..at + span], start + done as u64)?;
+        if n == 0 {
+            break;
+        }
+        done += n;
+    }
+    let end = done.min(skip + len).max(skip);
+    Ok(Bytes::from(buf).slice(at + skip..at + end))
 }
 
 /// Writes a small file atomically: write a temporary, fsync it, rename over

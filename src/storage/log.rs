@@ -11,7 +11,7 @@
 use std::{cell::{Cell, RefCell}, collections::BTreeMap, ops::Deref, path::{Path, PathBuf}, rc::Rc};
 
 use bytes::{Bytes, BytesMut};
-use glommio::{io::ReadResult, sync::Semaphore};
+use glommio::sync::Semaphore;
 
 use crate::{
     limits::{self, DMA_ALIGNMENT},
@@ -56,18 +56,18 @@ fn bump(counter: &Cell<u64>, by: u64) {
     counter.set(counter.get() + by);
 }
 
-/// Bytes returned by a read: cached buffers or a slice of a DMA read.
+/// Bytes returned by a read: buffers from the tail cache (the ones that were
+/// appended) or a slice of a direct read. Either way no byte was copied.
 pub enum Chunk {
     Cached(Bytes),
-    Disk(ReadResult),
+    Disk(Bytes),
 }
 
 impl Deref for Chunk {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
         match self {
-            Self::Cached(b) => b,
-            Self::Disk(r) => r,
+            Self::Cached(b) | Self::Disk(b) => b,
         }
     }
 }
@@ -451,8 +451,8 @@ impl PartitionLog {
                 (log_start, log_end, self.locate(&st, from))
             };
             bump(&self.stats.disk_reads, 1);
-            let (file, seg_base, start, seg_end, seg_next) = target;
-            let found = read_segment(&file, seg_base, start, seg_end, from, max_bytes, self.config.max_batch_bytes)
+            let (file, start, seg_end, seg_next) = target;
+            let found = read_segment(&file, start, seg_end, from, max_bytes, self.config.index_interval_bytes)
                 .await
                 .map_err(|e| e.into_storage(&self.name, file.path()))?;
             match found {
@@ -464,8 +464,8 @@ impl PartitionLog {
     }
 
     /// The segment holding `offset` (or the next one, for an offset in a
-    /// gap): its file, base, index position, size and next offset.
-    fn locate(&self, st: &LogState, offset: i64) -> (Rc<file::SegmentFile>, i64, u64, u64, i64) {
+    /// gap): its file, index position, size and next offset.
+    fn locate(&self, st: &LogState, offset: i64) -> (Rc<file::SegmentFile>, u64, u64, i64) {
         let seg = st
             .segments
             .range(..=offset)
@@ -476,7 +476,7 @@ impl PartitionLog {
             .expect("offset within [log_start, log_end) lies in or before a segment");
         let relative = (offset.max(seg.base_offset) - seg.base_offset) as u32;
         let start = u64::from(seg.index.lookup(relative));
-        (seg.file.clone(), seg.base_offset, start, seg.size, seg.next_offset)
+        (seg.file.clone(), start, seg.size, seg.next_offset)
     }
 
     /// Deletes whole segments, oldest first, beyond `retention.bytes` or older
@@ -555,22 +555,21 @@ impl ReadError {
 /// never parses records. `None` when no batch in the segment reaches `offset`.
 async fn read_segment(
     file: &file::SegmentFile,
-    _seg_base: i64,
     start: u64,
     seg_end: u64,
     offset: i64,
     max_bytes: usize,
-    max_batch_bytes: usize,
-) -> Result<Option<ReadResult>, ReadError> {
+    index_interval_bytes: u32,
+) -> Result<Option<Bytes>, ReadError> {
     let mut pos = start;
     let want = max_bytes.max(record_batch::HEADER_BYTES);
     while pos < seg_end {
-        let len = ((limits::INDEX_INTERVAL_BYTES_DEFAULT as usize + want) as u64).min(seg_end - pos) as usize;
+        let len = ((index_interval_bytes as usize + want) as u64).min(seg_end - pos) as usize;
         let window = file.read_at(pos, len).await.map_err(ReadError::Io)?;
         let mut at = 0usize;
         let mut first: Option<(usize, usize)> = None; // (start in window, bytes taken)
         while at + record_batch::HEADER_BYTES <= window.len() {
-            let header = BatchHeader::parse(&window[at..], limits::BATCH_BYTES_MAX.max(max_batch_bytes))
+            let header = BatchHeader::parse(&window[at..], limits::BATCH_BYTES_MAX)
                 .map_err(|reason| ReadError::Corrupt { position: pos + at as u64, reason })?;
             let total = header.total_bytes();
             match first {
@@ -595,7 +594,7 @@ async fn read_segment(
             }
         }
         if let Some((begin, taken)) = first {
-            return Ok(Some(ReadResult::slice(&window, begin, taken).expect("range within the window")));
+            return Ok(Some(window.slice(begin..begin + taken)));
         }
         pos += at as u64;
         if at == 0 {
