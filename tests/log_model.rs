@@ -37,6 +37,11 @@ fn random_operations_match_the_model() {
             let mut rng = Rng::new(seed);
             let (mut log, _) = open(dir.path(), config()).await;
             let mut model: Vec<ModelBatch> = Vec::new();
+            let mut reads = (0u64, 0u64); // (cache, disk), summed over reopens
+            let tally = |log: &PartitionLog, reads: &mut (u64, u64)| {
+                reads.0 += log.stats().cache_reads.get();
+                reads.1 += log.stats().disk_reads.get();
+            };
             for step in 0..260 {
                 let what = rng.below(100);
                 let ctx = format!("seed {seed} step {step}");
@@ -48,11 +53,13 @@ fn random_operations_match_the_model() {
                     check_random_read(&log, &mut rng, &model, &ctx).await;
                 } else if what < 87 {
                     log.close().await.unwrap();
+                    tally(&log, &mut reads);
                     drop(log);
                     log = open(dir.path(), config()).await.0;
                     check_bounds(&log, &model, &ctx);
                 } else if what < 92 {
                     // A crash: no close, no final checkpoint.
+                    tally(&log, &mut reads);
                     drop(log);
                     log = open(dir.path(), config()).await.0;
                     check_bounds(&log, &model, &ctx);
@@ -73,8 +80,8 @@ fn random_operations_match_the_model() {
             let expected: Vec<u8> = model.iter().flat_map(|b| b.bytes.iter().copied()).collect();
             assert!(all == expected, "seed {seed}: full read differs from the model");
             assert!(log.segment_count() > 1, "seed {seed}: the workload rolled segments");
-            let stats = log.stats();
-            assert!(stats.disk_reads.get() > 0 && stats.cache_reads.get() > 0, "seed {seed}: both read paths ran");
+            tally(&log, &mut reads);
+            assert!(reads.0 > 0 && reads.1 > 0, "seed {seed}: both read paths ran: {reads:?}");
         });
     }
 }
