@@ -10,6 +10,10 @@ pub const BATCH_BYTES_MAX: usize = 16 << 20;
 /// Default per-log batch limit: 1 MiB of records plus headroom for headers.
 pub const BATCH_BYTES_DEFAULT: usize = (1 << 20) + 4096;
 
+/// Largest single DMA write when queued appends are flushed together. Bounds
+/// the aligned staging buffer; a lone batch larger than this is written alone.
+pub const WRITE_BYTES_MAX: usize = 4 << 20;
+
 /// Segment size at which a log rolls to a new segment (Kafka: 1 GiB).
 pub const SEGMENT_BYTES_DEFAULT: u64 = 1 << 30;
 /// Index entries store file positions as `u32`; staying below 2 GiB also keeps

@@ -53,6 +53,41 @@ impl StorageError {
         Self::Io { partition: partition.clone(), file: file.to_path_buf(), op, source }
     }
 
+    /// The same error for another waiter of a failed group write. I/O sources
+    /// are rebuilt from their errno or kind, since `io::Error` is not `Clone`.
+    pub(crate) fn duplicate(&self) -> Self {
+        let io_copy = |e: &io::Error| match e.raw_os_error() {
+            Some(errno) => io::Error::from_raw_os_error(errno),
+            None => io::Error::new(e.kind(), e.to_string()),
+        };
+        match self {
+            Self::InvalidBatch { partition, reason } => Self::InvalidBatch { partition: partition.clone(), reason: reason.clone() },
+            Self::OffsetOutOfRange { partition, offset, log_start, log_end } => Self::OffsetOutOfRange {
+                partition: partition.clone(),
+                offset: *offset,
+                log_start: *log_start,
+                log_end: *log_end,
+            },
+            Self::NoSpace { partition, file } => Self::NoSpace { partition: partition.clone(), file: file.clone() },
+            Self::Io { partition, file, op, source } => {
+                Self::Io { partition: partition.clone(), file: file.clone(), op, source: io_copy(source) }
+            }
+            Self::SyncFailed { partition, file, source } => {
+                Self::SyncFailed { partition: partition.clone(), file: file.clone(), source: io_copy(source) }
+            }
+            Self::WritesRefused { partition } => Self::WritesRefused { partition: partition.clone() },
+            Self::Corrupt { partition, file, position, reason } => Self::Corrupt {
+                partition: partition.clone(),
+                file: file.clone(),
+                position: *position,
+                reason: reason.clone(),
+            },
+            Self::BadFile { partition, file, reason } => {
+                Self::BadFile { partition: partition.clone(), file: file.clone(), reason: reason.clone() }
+            }
+        }
+    }
+
     /// True when retrying later may succeed without operator action on the
     /// partition (Kafka answers these with a retriable error code).
     pub fn is_retriable(&self) -> bool {

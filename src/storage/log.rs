@@ -98,6 +98,16 @@ impl ReadSlice {
     }
 }
 
+/// Where a queued append finds its answer once a flush wrote it.
+type ResultSlot = Rc<RefCell<Option<Result<AppendInfo, StorageError>>>>;
+
+/// An append waiting for the next flush.
+struct Pending {
+    batch: BytesMut,
+    header: BatchHeader,
+    slot: ResultSlot,
+}
+
 struct LogState {
     /// By base offset; the last one is the active segment.
     segments: BTreeMap<i64, Segment>,
@@ -111,6 +121,8 @@ struct LogState {
     cache: BatchCache,
     /// Set when an fdatasync failed: writes are refused until reopen.
     failed: bool,
+    /// Appends queued for the next flush, in arrival order.
+    pending: Vec<Pending>,
 }
 
 impl LogState {
@@ -166,6 +178,7 @@ impl PartitionLog {
             tail,
             cache: BatchCache::new(config.cache_bytes),
             failed: false,
+            pending: Vec::new(),
         };
         let log = Self {
             name,
@@ -234,14 +247,21 @@ impl PartitionLog {
 
     /// Appends one producer batch, assigning its offsets. Returns once the
     /// batch is written, or once it is durable for [`Durability::Synced`].
+    ///
+    /// Appends that arrive while a write is in flight queue up; the next
+    /// writer flushes the whole queue in one DMA write, and one fdatasync then
+    /// covers all of them.
     pub async fn append(&self, batch: BytesMut, durability: Durability) -> Result<AppendInfo, StorageError> {
         let header = record_batch::check_produced_batch(&batch, self.config.max_batch_bytes)
             .map_err(|reason| StorageError::InvalidBatch { partition: self.name.clone(), reason })?;
+        let slot: ResultSlot = Rc::new(RefCell::new(None));
+        self.state.borrow_mut().pending.push(Pending { batch, header, slot: slot.clone() });
         let permit = self.write_permit.acquire_permit(1).await.expect("write permit: never closed");
-        self.ensure_writable()?;
-        self.roll_if_due(batch.len()).await?;
-        let info = self.write_batch(batch, header).await?;
+        if slot.borrow().is_none() {
+            self.flush_pending().await;
+        }
         drop(permit);
+        let info = slot.borrow_mut().take().expect("a flush answers every queued append")?;
         if durability == Durability::Synced {
             self.sync_through(info.last_offset + 1).await?;
         }
@@ -255,26 +275,87 @@ impl PartitionLog {
         Ok(())
     }
 
-    /// Writes the tail block plus the batch as one aligned DMA write, then
-    /// commits the new state. Nothing is visible to readers before the write
-    /// completed, and a failed write leaves the state as it was.
-    async fn write_batch(&self, mut batch: BytesMut, header: BatchHeader) -> Result<AppendInfo, StorageError> {
-        let (file, buf, write_pos, base_offset, needed, allocated) = {
+    /// Writes every queued append, in runs that fit the active segment and
+    /// the write size limit, rolling between runs. The caller holds the
+    /// write permit. Every queued slot gets an answer.
+    async fn flush_pending(&self) {
+        let mut queue = std::mem::take(&mut self.state.borrow_mut().pending);
+        let mut done = 0;
+        while done < queue.len() {
+            let outcome = match self.ensure_writable() {
+                Ok(()) => self.roll_if_due(queue[done].batch.len()).await,
+                Err(e) => Err(e),
+            };
+            let run_len = self.run_length(&queue[done..]);
+            let run = &mut queue[done..done + run_len];
+            let outcome = match outcome {
+                Ok(()) => self.write_run(run).await,
+                Err(e) => Err(e),
+            };
+            match outcome {
+                Ok(infos) => {
+                    for (p, info) in run.iter().zip(infos) {
+                        *p.slot.borrow_mut() = Some(Ok(info));
+                    }
+                    done += run_len;
+                }
+                Err(e) => {
+                    // Nothing after a failed write may be written out of order.
+                    for p in &queue[done..] {
+                        *p.slot.borrow_mut() = Some(Err(e.duplicate()));
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    /// How many queued batches the next write takes: at least one, then as
+    /// many as fit the active segment and `WRITE_BYTES_MAX`.
+    fn run_length(&self, queue: &[Pending]) -> usize {
+        let st = self.state.borrow();
+        let room = self.config.segment_bytes.saturating_sub(st.active().size);
+        let mut bytes = queue[0].batch.len() as u64;
+        let mut n = 1;
+        while let Some(p) = queue.get(n) {
+            bytes += p.batch.len() as u64;
+            if bytes > room || bytes > limits::WRITE_BYTES_MAX as u64 {
+                break;
+            }
+            n += 1;
+        }
+        n
+    }
+
+    /// Writes the tail block plus a run of batches as one aligned DMA write,
+    /// then commits the new state. Nothing is visible to readers before the
+    /// write completed, and a failed write leaves the state as it was.
+    async fn write_run(&self, run: &mut [Pending]) -> Result<Vec<AppendInfo>, StorageError> {
+        let (file, buf, write_pos, needed, allocated) = {
             let st = self.state.borrow();
-            let base_offset = st.next_offset;
-            record_batch::patch_base_offset(&mut batch, base_offset);
-            record_batch::patch_leader_epoch(&mut batch, self.config.leader_epoch);
+            let mut next = st.next_offset;
+            for p in run.iter_mut() {
+                record_batch::patch_base_offset(&mut p.batch, next);
+                record_batch::patch_leader_epoch(&mut p.batch, self.config.leader_epoch);
+                p.header.base_offset = next;
+                p.header.leader_epoch = self.config.leader_epoch;
+                next = p.header.last_offset() + 1;
+            }
             let seg = st.active();
             let write_pos = align_down(seg.size);
             debug_assert_eq!(st.tail.len() as u64, seg.size - write_pos, "tail mirrors the partial block");
-            let used = st.tail.len() + batch.len();
+            let used = st.tail.len() + run.iter().map(|p| p.batch.len()).sum::<usize>();
             let mut buf = seg.file.alloc(align_up(used as u64) as usize);
             let bytes = buf.as_bytes_mut();
             bytes[..st.tail.len()].copy_from_slice(&st.tail);
-            bytes[st.tail.len()..used].copy_from_slice(&batch);
+            let mut at = st.tail.len();
+            for p in run.iter() {
+                bytes[at..at + p.batch.len()].copy_from_slice(&p.batch);
+                at += p.batch.len();
+            }
             bytes[used..].fill(0);
             let needed = write_pos + bytes.len() as u64;
-            (seg.file.clone(), buf, write_pos, base_offset, needed, seg.allocated)
+            (seg.file.clone(), buf, write_pos, needed, seg.allocated)
         };
         if needed > allocated {
             let target = align_to(needed, self.config.preallocate_step_bytes);
@@ -286,8 +367,14 @@ impl PartitionLog {
         file.write_at(buf, write_pos)
             .await
             .map_err(|e| StorageError::from_io(&self.name, file.path(), "write", e))?;
-        let header = BatchHeader { base_offset, leader_epoch: self.config.leader_epoch, ..header };
-        let batch = batch.freeze();
+        let infos = run.iter_mut().map(|p| self.commit_batch(p)).collect();
+        Ok(infos)
+    }
+
+    /// Makes one written batch visible: segment, index, tail block, cache.
+    fn commit_batch(&self, p: &mut Pending) -> AppendInfo {
+        let batch = std::mem::take(&mut p.batch).freeze();
+        let header = p.header;
         let mut st = self.state.borrow_mut();
         let seg = st.active_mut();
         let position = seg.size;
@@ -301,10 +388,10 @@ impl PartitionLog {
             st.tail.extend_from_slice(&batch);
         }
         st.next_offset = header.last_offset() + 1;
-        st.cache.push(CachedBatch { base_offset, last_offset: header.last_offset(), bytes: batch.clone() });
         bump(&self.stats.appends, 1);
         bump(&self.stats.bytes_appended, batch.len() as u64);
-        Ok(AppendInfo { base_offset, last_offset: header.last_offset(), max_timestamp: header.max_timestamp })
+        st.cache.push(CachedBatch { base_offset: header.base_offset, last_offset: header.last_offset(), bytes: batch });
+        AppendInfo { base_offset: header.base_offset, last_offset: header.last_offset(), max_timestamp: header.max_timestamp }
     }
 
     /// Returns once every offset below `target` is durable. Callers queue on
