@@ -58,6 +58,7 @@ fn bump(counter: &Cell<u64>, by: u64) {
 
 /// Bytes returned by a read: buffers from the tail cache (the ones that were
 /// appended) or a slice of a direct read. Either way no byte was copied.
+#[derive(Debug)]
 pub enum Chunk {
     Cached(Bytes),
     Disk(Bytes),
@@ -73,6 +74,7 @@ impl Deref for Chunk {
 }
 
 /// Whole batches from a read, with the log bounds at the time of the read.
+#[derive(Debug)]
 pub struct ReadSlice {
     pub chunks: Vec<Chunk>,
     pub log_start: i64,
