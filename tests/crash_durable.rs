@@ -13,7 +13,10 @@ use std::{
 };
 
 use common::{open, random_batch, run, Rng};
-use shardlog::{protocol::record_batch::patch_base_offset, storage::{Durability, LogConfig}};
+use shardlog::{
+    protocol::record_batch::patch_base_offset,
+    storage::{Durability, LogConfig},
+};
 
 const CHILD_ENV: &str = "SHARDLOG_CRASH_CHILD";
 const APPENDERS: usize = 4;
@@ -61,7 +64,12 @@ fn sigkill_during_durable_appends_loses_nothing_acknowledged() {
     for round in 0..8u64 {
         let kill_after = 20 + rng.below(300) as usize;
         let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["sigkill_during_durable_appends_loses_nothing_acknowledged", "--exact", "--nocapture", "--test-threads=1"])
+            .args([
+                "sigkill_during_durable_appends_loses_nothing_acknowledged",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env(CHILD_ENV, dir.path())
             .env("SHARDLOG_CRASH_SEED", round.to_string())
             .stdout(Stdio::piped())

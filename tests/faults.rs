@@ -73,7 +73,10 @@ fn invalid_batches_are_rejected_with_the_partition_and_reason() {
     run(|| async {
         let dir = common::tempdir().unwrap();
         let (log, _) = open(dir.path(), LogConfig { max_batch_bytes: 2048, ..LogConfig::default() }).await;
-        let good = encode_batch(&[shardlog::protocol::record_batch::Record { key: None, value: Some(b"v"), timestamp_delta: 0 }], 1);
+        let good = encode_batch(
+            &[shardlog::protocol::record_batch::Record { key: None, value: Some(b"v"), timestamp_delta: 0 }],
+            1,
+        );
         let mut bad_crc = good.clone();
         *bad_crc.last_mut().unwrap() ^= 1;
         let mut bad_magic = good.clone();

@@ -93,7 +93,11 @@ fn batch_for(rng: &mut Rng) -> bytes::BytesMut {
 }
 
 fn durability(rng: &mut Rng) -> Durability {
-    if rng.below(3) == 0 { Durability::Synced } else { Durability::Written }
+    if rng.below(3) == 0 {
+        Durability::Synced
+    } else {
+        Durability::Written
+    }
 }
 
 async fn append_one(log: &PartitionLog, rng: &mut Rng, model: &mut Vec<ModelBatch>, ctx: &str) {

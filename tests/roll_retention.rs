@@ -72,7 +72,12 @@ fn rolls_on_age() {
 fn retention_by_size_deletes_oldest_segments_and_moves_log_start() {
     run(|| async {
         let dir = common::tempdir().unwrap();
-        let config = LogConfig { segment_bytes: 8 << 10, retention_bytes: Some(24 << 10), retention_ms: None, ..LogConfig::default() };
+        let config = LogConfig {
+            segment_bytes: 8 << 10,
+            retention_bytes: Some(24 << 10),
+            retention_ms: None,
+            ..LogConfig::default()
+        };
         let (log, _) = open(dir.path(), config).await;
         let mut rng = Rng::new(13);
         for _ in 0..80 {
@@ -118,7 +123,11 @@ fn retention_by_age_uses_the_newest_timestamp_of_each_segment() {
         // with one that is (whole segments only).
         let first = log.read(log.log_start(), 1).await.unwrap().to_vec();
         let h = shardlog::protocol::record_batch::check_batch(&first, 1 << 20).unwrap();
-        assert!(now.get() - h.max_timestamp <= 100_000 + 120_000, "oldest kept batch is {} ms old", now.get() - h.max_timestamp);
+        assert!(
+            now.get() - h.max_timestamp <= 100_000 + 120_000,
+            "oldest kept batch is {} ms old",
+            now.get() - h.max_timestamp
+        );
         assert!(log.log_start() > 0);
     });
 }

@@ -74,10 +74,9 @@ impl fmt::Display for BatchError {
             Self::CrcMismatch { stored, computed } => {
                 write!(f, "CRC-32C mismatch: stored {stored:#010x}, computed {computed:#010x}")
             }
-            Self::BadRecordCount { records, last_offset_delta } => write!(
-                f,
-                "record count {records} does not fit last offset delta {last_offset_delta}"
-            ),
+            Self::BadRecordCount { records, last_offset_delta } => {
+                write!(f, "record count {records} does not fit last offset delta {last_offset_delta}")
+            }
             Self::BadOffsets { base_offset, expected, leader_epoch } => write!(
                 f,
                 "batch at offset {base_offset} (leader epoch {leader_epoch}) does not continue the log at {expected}"
@@ -335,16 +334,10 @@ mod tests {
         let mut bad = batch.clone();
         bad[BATCH_LENGTH_AT..BATCH_LENGTH_AT + 4].copy_from_slice(&i32::MAX.to_be_bytes());
         assert!(matches!(check_batch(&bad, MAX), Err(BatchError::BadLength { .. })));
-        assert!(matches!(
-            check_batch(&batch[..batch.len() - 1], MAX),
-            Err(BatchError::Incomplete { .. })
-        ));
+        assert!(matches!(check_batch(&batch[..batch.len() - 1], MAX), Err(BatchError::Incomplete { .. })));
         let mut two = batch.clone();
         two.extend_from_slice(&batch);
-        assert!(matches!(
-            check_produced_batch(&two, MAX),
-            Err(BatchError::LengthMismatch { .. })
-        ));
+        assert!(matches!(check_produced_batch(&two, MAX), Err(BatchError::LengthMismatch { .. })));
     }
 
     #[test]

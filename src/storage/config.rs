@@ -71,9 +71,9 @@ pub enum Clock {
 impl Clock {
     pub fn now_ms(&self) -> i64 {
         match self {
-            Self::System => std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis() as i64),
+            Self::System => {
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+            }
             Self::Manual(ms) => ms.get(),
         }
     }

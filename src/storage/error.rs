@@ -61,7 +61,9 @@ impl StorageError {
             None => io::Error::new(e.kind(), e.to_string()),
         };
         match self {
-            Self::InvalidBatch { partition, reason } => Self::InvalidBatch { partition: partition.clone(), reason: reason.clone() },
+            Self::InvalidBatch { partition, reason } => {
+                Self::InvalidBatch { partition: partition.clone(), reason: reason.clone() }
+            }
             Self::OffsetOutOfRange { partition, offset, log_start, log_end } => Self::OffsetOutOfRange {
                 partition: partition.clone(),
                 offset: *offset,
@@ -101,10 +103,9 @@ impl fmt::Display for StorageError {
             Self::InvalidBatch { partition, reason } => {
                 write!(f, "partition {partition}: batch rejected: {reason}")
             }
-            Self::OffsetOutOfRange { partition, offset, log_start, log_end } => write!(
-                f,
-                "partition {partition}: offset {offset} out of range [{log_start}, {log_end}]"
-            ),
+            Self::OffsetOutOfRange { partition, offset, log_start, log_end } => {
+                write!(f, "partition {partition}: offset {offset} out of range [{log_start}, {log_end}]")
+            }
             Self::NoSpace { partition, file } => {
                 write!(f, "partition {partition}: no space left writing {}", file.display())
             }
@@ -116,15 +117,12 @@ impl fmt::Display for StorageError {
                 "partition {partition}: fdatasync of {} failed: {source}; writes refused until reopen",
                 file.display()
             ),
-            Self::WritesRefused { partition } => write!(
-                f,
-                "partition {partition}: writes refused after an earlier fdatasync failure; reopen to recover"
-            ),
-            Self::Corrupt { partition, file, position, reason } => write!(
-                f,
-                "partition {partition}: corrupt batch in {} at byte {position}: {reason}",
-                file.display()
-            ),
+            Self::WritesRefused { partition } => {
+                write!(f, "partition {partition}: writes refused after an earlier fdatasync failure; reopen to recover")
+            }
+            Self::Corrupt { partition, file, position, reason } => {
+                write!(f, "partition {partition}: corrupt batch in {} at byte {position}: {reason}", file.display())
+            }
             Self::BadFile { partition, file, reason } => {
                 write!(f, "partition {partition}: bad file {}: {reason}", file.display())
             }

@@ -79,12 +79,7 @@ pub struct SegmentFile {
 impl SegmentFile {
     /// Creates a new, empty file; fails if it exists.
     pub async fn create(path: &Path, faults: Faults) -> io::Result<Self> {
-        let dma = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .dma_open(path)
-            .await?;
+        let dma = OpenOptions::new().read(true).write(true).create_new(true).dma_open(path).await?;
         Self::with_reader(dma, path, faults)
     }
 

@@ -60,7 +60,11 @@ impl SegmentIndex {
     /// or 0 when the segment has no earlier entry.
     pub fn lookup(&self, relative_offset: u32) -> u32 {
         let idx = self.offsets.partition_point(|e| e.relative_offset <= relative_offset);
-        if idx == 0 { 0 } else { self.offsets[idx - 1].position }
+        if idx == 0 {
+            0
+        } else {
+            self.offsets[idx - 1].position
+        }
     }
 
     /// Relative offset of the first indexed batch whose max timestamp is at
@@ -110,9 +114,8 @@ impl SegmentIndex {
                 relative_offset: u32::from_be_bytes(chunk[..4].try_into().ok()?),
                 position: u32::from_be_bytes(chunk[4..].try_into().ok()?),
             };
-            let ordered = index.offsets.last().is_none_or(|p| {
-                p.relative_offset < e.relative_offset && p.position < e.position
-            });
+            let ordered =
+                index.offsets.last().is_none_or(|p| p.relative_offset < e.relative_offset && p.position < e.position);
             if !ordered || u64::from(e.position) >= segment_bytes {
                 return None;
             }

@@ -8,7 +8,13 @@
 //! queued behind a running `fdatasync` is covered by the next one: that is the
 //! group commit. No `RefCell` borrow is held across an `.await`.
 
-use std::{cell::{Cell, RefCell}, collections::BTreeMap, ops::Deref, path::{Path, PathBuf}, rc::Rc};
+use std::{
+    cell::{Cell, RefCell},
+    collections::BTreeMap,
+    ops::Deref,
+    path::{Path, PathBuf},
+    rc::Rc,
+};
 
 use bytes::{Bytes, BytesMut};
 use glommio::sync::Semaphore;
@@ -366,9 +372,7 @@ impl PartitionLog {
                 .map_err(|e| StorageError::from_io(&self.name, file.path(), "preallocate", e))?;
             self.state.borrow_mut().active_mut().allocated = target;
         }
-        file.write_at(buf, write_pos)
-            .await
-            .map_err(|e| StorageError::from_io(&self.name, file.path(), "write", e))?;
+        file.write_at(buf, write_pos).await.map_err(|e| StorageError::from_io(&self.name, file.path(), "write", e))?;
         let infos = run.iter_mut().map(|p| self.commit_batch(p)).collect();
         Ok(infos)
     }
@@ -393,7 +397,11 @@ impl PartitionLog {
         bump(&self.stats.appends, 1);
         bump(&self.stats.bytes_appended, batch.len() as u64);
         st.cache.push(CachedBatch { base_offset: header.base_offset, last_offset: header.last_offset(), bytes: batch });
-        AppendInfo { base_offset: header.base_offset, last_offset: header.last_offset(), max_timestamp: header.max_timestamp }
+        AppendInfo {
+            base_offset: header.base_offset,
+            last_offset: header.last_offset(),
+            max_timestamp: header.max_timestamp,
+        }
     }
 
     /// Returns once every offset below `target` is durable. Callers queue on
@@ -437,7 +445,11 @@ impl PartitionLog {
                 // the dirty pages and cleared the error, so a retry could
                 // "succeed" over lost data. Refuse writes until recovery.
                 self.state.borrow_mut().failed = true;
-                log::error!("partition {}: fdatasync of {} failed: {source}; refusing writes", self.name, file.path().display());
+                log::error!(
+                    "partition {}: fdatasync of {} failed: {source}; refusing writes",
+                    self.name,
+                    file.path().display()
+                );
                 Err(StorageError::SyncFailed { partition: self.name.clone(), file: file.path().to_path_buf(), source })
             }
         }
@@ -453,7 +465,11 @@ impl PartitionLog {
                     || now - seg.created_ms >= self.config.segment_ms
                     || st.next_offset - seg.base_offset >= limits::SEGMENT_OFFSETS_MAX - i64::from(i32::MAX / 2))
         };
-        if due { self.roll().await } else { Ok(()) }
+        if due {
+            self.roll().await
+        } else {
+            Ok(())
+        }
     }
 
     /// Seals the active segment (sync, trim preallocation, write indices) and
@@ -461,7 +477,9 @@ impl PartitionLog {
     pub(crate) async fn roll(&self) -> Result<(), StorageError> {
         self.seal_active().await?;
         let base = self.state.borrow().next_offset;
-        let seg = recovery::create_segment(&self.dir, base, &self.name, &self.config, &self.faults, self.clock.now_ms()).await?;
+        let seg =
+            recovery::create_segment(&self.dir, base, &self.name, &self.config, &self.faults, self.clock.now_ms())
+                .await?;
         {
             let mut st = self.state.borrow_mut();
             st.segments.insert(base, seg);
@@ -486,7 +504,8 @@ impl PartitionLog {
             .spawn_blocking(move || {
                 for (suffix, bytes) in [(segment::INDEX_SUFFIX, offsets), (segment::TIME_INDEX_SUFFIX, times)] {
                     let path = log_path.with_extension(suffix);
-                    file::write_atomically(&path, &bytes).map_err(|e| StorageError::from_io(&name, &path, "write index", e))?;
+                    file::write_atomically(&path, &bytes)
+                        .map_err(|e| StorageError::from_io(&name, &path, "write index", e))?;
                 }
                 Ok(())
             })
@@ -528,14 +547,23 @@ impl PartitionLog {
                 let st = self.state.borrow();
                 let (log_start, log_end) = (st.log_start, st.next_offset);
                 if from < log_start || from > log_end {
-                    return Err(StorageError::OffsetOutOfRange { partition: self.name.clone(), offset, log_start, log_end });
+                    return Err(StorageError::OffsetOutOfRange {
+                        partition: self.name.clone(),
+                        offset,
+                        log_start,
+                        log_end,
+                    });
                 }
                 if from == log_end {
                     return Ok(ReadSlice { chunks: Vec::new(), log_start, log_end });
                 }
                 if let Some(chunks) = st.cache.read(from, max_bytes) {
                     bump(&self.stats.cache_reads, 1);
-                    return Ok(ReadSlice { chunks: chunks.into_iter().map(Chunk::Cached).collect(), log_start, log_end });
+                    return Ok(ReadSlice {
+                        chunks: chunks.into_iter().map(Chunk::Cached).collect(),
+                        log_start,
+                        log_end,
+                    });
                 }
                 (log_start, log_end, self.locate(&st, from))
             };

@@ -128,10 +128,10 @@ pub async fn recover(
             index: SegmentIndex::new(config.index_interval_bytes),
             allocated: file_len,
         };
-        let rules = ScanRules { verify_from: trusted, allow_gaps: config.compacted, leader_epoch_max: config.leader_epoch };
-        let outcome = open_segment(&mut seg, file_len, trusted, &rules, config)
-            .await
-            .map_err(|e| io_err(&path, "read", e))?;
+        let rules =
+            ScanRules { verify_from: trusted, allow_gaps: config.compacted, leader_epoch_max: config.leader_epoch };
+        let outcome =
+            open_segment(&mut seg, file_len, trusted, &rules, config).await.map_err(|e| io_err(&path, "read", e))?;
         report.batches_scanned += outcome.batches;
         report.bytes_verified += outcome.valid_bytes.saturating_sub(trusted);
         next_offset = seg.next_offset;
@@ -211,7 +211,12 @@ async fn cut_tail(
     };
     let cut = Cut { file: path, position: valid, bytes: file_len - valid, reason };
     if zero_fill {
-        log::debug!("partition {name}: {}: trimmed {} bytes of padding at byte {}", cut.file.display(), cut.bytes, valid);
+        log::debug!(
+            "partition {name}: {}: trimmed {} bytes of padding at byte {}",
+            cut.file.display(),
+            cut.bytes,
+            valid
+        );
     } else {
         log::warn!(
             "partition {name}: {}: cut {} bytes at byte {} ({})",

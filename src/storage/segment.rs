@@ -55,7 +55,11 @@ impl Segment {
     /// Newest timestamp for time retention; falls back to the creation time
     /// when no batch carried one.
     pub fn retention_timestamp(&self) -> i64 {
-        if self.max_timestamp >= 0 { self.max_timestamp } else { self.created_ms }
+        if self.max_timestamp >= 0 {
+            self.max_timestamp
+        } else {
+            self.created_ms
+        }
     }
 
     /// Records a batch just written at `position`.
@@ -105,7 +109,13 @@ pub async fn scan(
     let mut pos = start;
     let mut next = segment.next_offset;
     let mut epoch_floor = 0i32;
-    let mut out = ScanOutcome { valid_bytes: start, next_offset: next, max_timestamp: segment.max_timestamp, batches: 0, stop: None };
+    let mut out = ScanOutcome {
+        valid_bytes: start,
+        next_offset: next,
+        max_timestamp: segment.max_timestamp,
+        batches: 0,
+        stop: None,
+    };
     if pos >= file_len {
         return Ok(out);
     }
@@ -140,7 +150,8 @@ pub async fn scan(
                 break;
             }
         }
-        if let Err(e) = check_sequence(&header, next, epoch_floor, segment.base_offset, pos >= rules.verify_from, rules) {
+        if let Err(e) = check_sequence(&header, next, epoch_floor, segment.base_offset, pos >= rules.verify_from, rules)
+        {
             out.stop = Some(e);
             break;
         }
@@ -172,15 +183,16 @@ fn check_sequence(
     verifying: bool,
     rules: &ScanRules,
 ) -> Result<(), BatchError> {
-    let offsets_ok = if verifying && !rules.allow_gaps {
-        header.base_offset == next
-    } else {
-        header.base_offset >= next
-    };
+    let offsets_ok =
+        if verifying && !rules.allow_gaps { header.base_offset == next } else { header.base_offset >= next };
     let span = header.last_offset() - segment_base;
     let epoch_ok = header.leader_epoch >= epoch_floor && header.leader_epoch <= rules.leader_epoch_max;
     if !offsets_ok || !(0..=limits::SEGMENT_OFFSETS_MAX).contains(&span) || !epoch_ok {
-        return Err(BatchError::BadOffsets { base_offset: header.base_offset, expected: next, leader_epoch: header.leader_epoch });
+        return Err(BatchError::BadOffsets {
+            base_offset: header.base_offset,
+            expected: next,
+            leader_epoch: header.leader_epoch,
+        });
     }
     Ok(())
 }
