@@ -201,7 +201,7 @@ impl PartitionLog {
         };
         // What recovery kept is now the trusted prefix: sync it and say so, so
         // the next open validates only what is written after this point.
-        log.sync_through(next_offset).await?;
+        // (Sealed segments were synced when they rolled.)
         log.force_sync().await?;
         log.write_checkpoint().await?;
         Ok((log, report))
@@ -463,7 +463,9 @@ impl PartitionLog {
             seg.size > 0
                 && (seg.size + incoming as u64 > self.config.segment_bytes
                     || now - seg.created_ms >= self.config.segment_ms
-                    || st.next_offset - seg.base_offset >= limits::SEGMENT_OFFSETS_MAX - i64::from(i32::MAX / 2))
+                    // A batch holds fewer records than bytes, so this keeps
+                    // every relative offset of the next batch representable.
+                    || st.next_offset - seg.base_offset > limits::SEGMENT_OFFSETS_MAX - limits::BATCH_BYTES_MAX as i64)
         };
         if due {
             self.roll().await

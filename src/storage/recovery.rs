@@ -145,6 +145,9 @@ pub async fn recover(
             for &later in &bases[i + 1..] {
                 report.cuts.push(remove_segment_files(dir, later, name)?);
             }
+            // Removed segments must not come back after a crash and be taken
+            // for a continuation of the cut one.
+            file::sync_dir(dir).map_err(|e| io_err(dir, "sync directory", e))?;
             break;
         }
     }
