@@ -121,7 +121,8 @@ async fn raw_write(dir: &Path, size: usize, total: u64, sync_each: bool) -> f64 
     let total = if sync_each { total.min(SYNC_EACH_WRITES_MAX * size as u64) } else { total };
     let path = dir.join("raw.bin");
     let file = OpenOptions::new().read(true).write(true).create_new(true).dma_open(&path).await.unwrap();
-    let mut payloads: Vec<BytesMut> = (0..total / size as u64).map(|_| BytesMut::from(&vec![0xabu8; size][..])).collect();
+    let mut payloads: Vec<BytesMut> =
+        (0..total / size as u64).map(|_| BytesMut::from(&vec![0xabu8; size][..])).collect();
     let step = 32u64 << 20;
     let mut allocated = 0;
     let start = Instant::now();

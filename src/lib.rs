@@ -7,4 +7,6 @@
 pub mod cli;
 pub mod limits;
 pub mod protocol;
+pub mod server;
+pub mod shard;
 pub mod storage;

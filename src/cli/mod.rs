@@ -19,9 +19,61 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
+    /// Run the broker. With no flags: data in ./data, 127.0.0.1:9092, one
+    /// shard per core.
+    Serve(ServeArgs),
     /// Inspect a partition log directory.
     #[command(subcommand)]
     Log(LogCommand),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ServeArgs {
+    /// TOML file with any of the settings below (flags override it).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// HOST:PORT to listen on.
+    #[arg(long)]
+    pub listen: Option<String>,
+    /// HOST:PORT that Metadata tells clients (defaults to --listen).
+    #[arg(long)]
+    pub advertise: Option<String>,
+    /// Number of shards (pinned cores).
+    #[arg(long)]
+    pub cores: Option<usize>,
+    /// Cores to pin shards to, e.g. 0-3 or 1,3.
+    #[arg(long)]
+    pub cpuset: Option<String>,
+}
+
+impl ServeArgs {
+    fn into_config(self) -> Result<crate::server::ServeConfig, String> {
+        let mut c = match &self.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+                crate::server::ServeConfig::from_toml(&text).map_err(|e| format!("{}: {e}", path.display()))?
+            }
+            None => crate::server::ServeConfig::default(),
+        };
+        if let Some(v) = self.data_dir {
+            c.data_dir = v;
+        }
+        if let Some(v) = self.listen {
+            c.listen = v;
+        }
+        if let Some(v) = self.advertise {
+            c.advertise = Some(v);
+        }
+        if let Some(v) = self.cores {
+            c.cores = Some(v);
+        }
+        if let Some(v) = self.cpuset {
+            c.cpuset = Some(v);
+        }
+        Ok(c)
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -48,6 +100,7 @@ pub enum LogCommand {
 pub fn run(cli: Cli) -> i32 {
     init_logger();
     let result = match cli.command {
+        Command::Serve(args) => args.into_config().and_then(crate::server::serve),
         Command::Log(cmd) => run_log_command(cmd),
     };
     match result {

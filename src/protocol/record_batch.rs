@@ -197,6 +197,49 @@ pub fn crc32c(bytes: &[u8]) -> u32 {
     crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32Iscsi, bytes) as u32
 }
 
+/// The first record of an uncompressed batch whose timestamp is at least
+/// `target`: `(offset delta, timestamp)`. For compressed batches (records not
+/// readable without inflating) the batch's first offset stands in. Only
+/// ListOffsets-by-time looks inside records.
+pub fn first_record_at_or_after(batch: &[u8], target: i64) -> Option<(i32, i64)> {
+    let header = BatchHeader::parse(batch, usize::MAX).ok()?;
+    if header.max_timestamp < target {
+        return None;
+    }
+    const COMPRESSION_MASK: i16 = 0x07;
+    if header.attributes & COMPRESSION_MASK != 0 {
+        return Some((0, header.max_timestamp));
+    }
+    let mut at = HEADER_BYTES;
+    let end = header.total_bytes().min(batch.len());
+    for _ in 0..header.records_count {
+        let (len, n) = get_varlong(&batch[at..end])?;
+        let record_end = at + n + usize::try_from(len).ok()?;
+        let mut p = at + n + 1; // skip record attributes
+        let (ts_delta, n) = get_varlong(&batch[p..record_end.min(end)])?;
+        p += n;
+        let (offset_delta, _) = get_varlong(&batch[p..record_end.min(end)])?;
+        let ts = header.base_timestamp + ts_delta;
+        if ts >= target {
+            return Some((offset_delta as i32, ts));
+        }
+        at = record_end;
+    }
+    Some((header.last_offset_delta, header.max_timestamp))
+}
+
+/// Reads a zig-zag varint; returns the value and the bytes it took.
+fn get_varlong(buf: &[u8]) -> Option<(i64, usize)> {
+    let mut raw: u64 = 0;
+    for (i, &b) in buf.iter().take(10).enumerate() {
+        raw |= u64::from(b & 0x7f) << (7 * i);
+        if b & 0x80 == 0 {
+            return Some((((raw >> 1) as i64) ^ -((raw & 1) as i64), i + 1));
+        }
+    }
+    None
+}
+
 /// Writes the broker-assigned base offset into the batch header.
 pub fn patch_base_offset(buf: &mut [u8], base_offset: i64) {
     buf[..8].copy_from_slice(&base_offset.to_be_bytes());
@@ -350,6 +393,30 @@ mod tests {
         let mut two = batch.clone();
         two.extend_from_slice(&batch);
         assert!(matches!(check_produced_batch(&two, MAX), Err(BatchError::LengthMismatch { .. })));
+    }
+
+    #[test]
+    fn finds_first_record_by_timestamp() {
+        let records = [
+            Record { key: None, value: Some(b"a"), timestamp_delta: 0 },
+            Record { key: None, value: Some(b"b"), timestamp_delta: 300 },
+            Record { key: None, value: Some(b"c"), timestamp_delta: 70_000 },
+        ];
+        let batch = encode_batch(&records, 1_000_000);
+        assert_eq!(first_record_at_or_after(&batch, 0), Some((0, 1_000_000)));
+        assert_eq!(first_record_at_or_after(&batch, 1_000_001), Some((1, 1_000_300)));
+        assert_eq!(first_record_at_or_after(&batch, 1_000_301), Some((2, 1_070_000)));
+        assert_eq!(first_record_at_or_after(&batch, 1_070_001), None);
+    }
+
+    #[test]
+    fn varlong_round_trips() {
+        let mut out = Vec::new();
+        for v in [0i64, -1, 1, 300, -70_000, i64::MAX, i64::MIN] {
+            out.clear();
+            put_varlong(&mut out, v);
+            assert_eq!(get_varlong(&out), Some((v, out.len())));
+        }
     }
 
     #[test]

@@ -74,6 +74,18 @@ impl SegmentIndex {
         self.times.get(idx).map(|e| e.relative_offset)
     }
 
+    /// Relative offset from which to scan for the first batch whose max
+    /// timestamp reaches `timestamp`: the entry before the first time entry
+    /// that reaches it (the batch can lie between the two), or 0.
+    pub fn lookup_time_floor(&self, timestamp: i64) -> u32 {
+        let idx = self.times.partition_point(|e| e.timestamp < timestamp);
+        if idx == 0 {
+            0
+        } else {
+            self.times[idx - 1].relative_offset
+        }
+    }
+
     /// The last offset entry: where a re-scan after loading can start.
     pub fn last_entry(&self) -> Option<OffsetEntry> {
         self.offsets.last().copied()

@@ -598,6 +598,65 @@ impl PartitionLog {
         (seg.file.clone(), start, seg.size, seg.next_offset)
     }
 
+    /// The first offset whose record timestamp is at least `timestamp`, with
+    /// that timestamp (Kafka's ListOffsets by time); `None` when every record
+    /// is older. Uses the time index to skip to the right part of the log.
+    pub async fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<(i64, i64)>, StorageError> {
+        let target = {
+            let st = self.state.borrow();
+            st.segments.values().find(|s| s.max_timestamp >= timestamp).map(|s| {
+                let relative = s.index.lookup_time_floor(timestamp);
+                (s.file.clone(), s.base_offset, u64::from(s.index.lookup(relative)), s.size)
+            })
+        };
+        let Some((file, _base, mut pos, end)) = target else { return Ok(None) };
+        while pos < end {
+            let len = (limits::READ_WINDOW_BYTES as u64).min(end - pos) as usize;
+            let window =
+                file.read_at(pos, len).await.map_err(|e| StorageError::from_io(&self.name, file.path(), "read", e))?;
+            let mut at = 0;
+            while at + record_batch::HEADER_BYTES <= window.len() {
+                let h = BatchHeader::parse(&window[at..], limits::BATCH_BYTES_MAX).map_err(|reason| {
+                    StorageError::Corrupt {
+                        partition: self.name.clone(),
+                        file: file.path().to_path_buf(),
+                        position: pos + at as u64,
+                        reason,
+                    }
+                })?;
+                if at + h.total_bytes() > window.len() {
+                    break;
+                }
+                if let Some((delta, ts)) =
+                    record_batch::first_record_at_or_after(&window[at..at + h.total_bytes()], timestamp)
+                {
+                    return Ok(Some((h.base_offset + i64::from(delta), ts)));
+                }
+                at += h.total_bytes();
+            }
+            if at == 0 {
+                // A batch larger than the window: read it whole next round.
+                let h =
+                    BatchHeader::parse(&window, limits::BATCH_BYTES_MAX).map_err(|reason| StorageError::Corrupt {
+                        partition: self.name.clone(),
+                        file: file.path().to_path_buf(),
+                        position: pos,
+                        reason,
+                    })?;
+                let whole = file
+                    .read_at(pos, h.total_bytes())
+                    .await
+                    .map_err(|e| StorageError::from_io(&self.name, file.path(), "read", e))?;
+                if let Some((delta, ts)) = record_batch::first_record_at_or_after(&whole, timestamp) {
+                    return Ok(Some((h.base_offset + i64::from(delta), ts)));
+                }
+                at = h.total_bytes();
+            }
+            pos += at as u64;
+        }
+        Ok(None)
+    }
+
     /// Deletes whole segments, oldest first, beyond `retention.bytes` or older
     /// than `retention.ms`. The active segment is never deleted.
     pub async fn enforce_retention(&self) -> Result<RetentionOutcome, StorageError> {

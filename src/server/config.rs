@@ -1,0 +1,118 @@
+//! `shardlog serve` settings: embedded defaults, then a TOML file, then flags.
+
+use std::{net::SocketAddr, path::PathBuf};
+
+use serde::Deserialize;
+
+/// Everything `serve` needs. Every field has a default, so no file is needed.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServeConfig {
+    pub data_dir: PathBuf,
+    pub listen: String,
+    /// What Metadata tells clients; the listen address when empty.
+    pub advertise: Option<String>,
+    /// Shards to run; all available cores when absent.
+    pub cores: Option<usize>,
+    /// Cores to pin shards to, e.g. "0-3" or "1,3"; the first N cores when absent.
+    pub cpuset: Option<String>,
+    pub auto_create_topics: bool,
+    pub default_partitions: i32,
+    /// Largest request frame accepted (Kafka's `socket.request.max.bytes`).
+    pub max_request_bytes: usize,
+    pub node_id: i32,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        Self {
+            data_dir: PathBuf::from("./data"),
+            listen: "127.0.0.1:9092".into(),
+            advertise: None,
+            cores: None,
+            cpuset: None,
+            auto_create_topics: true,
+            default_partitions: 1,
+            max_request_bytes: 100 << 20,
+            node_id: 0,
+        }
+    }
+}
+
+impl ServeConfig {
+    pub fn from_toml(text: &str) -> Result<Self, String> {
+        toml::from_str(text).map_err(|e| e.to_string())
+    }
+
+    pub fn listen_addr(&self) -> Result<SocketAddr, String> {
+        self.listen.parse().map_err(|e| format!("--listen {:?}: {e}", self.listen))
+    }
+
+    /// Host and port Metadata advertises.
+    pub fn advertised(&self) -> Result<(String, i32), String> {
+        let text = self.advertise.as_deref().unwrap_or(&self.listen);
+        let (host, port) = text.rsplit_once(':').ok_or_else(|| format!("--advertise {text:?}: expected HOST:PORT"))?;
+        let port = port.parse::<u16>().map_err(|e| format!("--advertise {text:?}: {e}"))?;
+        Ok((host.trim_matches(|c| c == '[' || c == ']').to_string(), i32::from(port)))
+    }
+
+    /// The cores shards run on, one shard per entry.
+    pub fn shard_cpus(&self) -> Result<Vec<usize>, String> {
+        let available = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let cpus = match &self.cpuset {
+            Some(list) => parse_cpuset(list)?,
+            None => (0..available).collect(),
+        };
+        let n = self.cores.unwrap_or(cpus.len());
+        if n == 0 || n > cpus.len() {
+            return Err(format!("--cores {n}: must be between 1 and {} (the cores in the cpuset)", cpus.len()));
+        }
+        Ok(cpus[..n].to_vec())
+    }
+}
+
+/// Parses "0-3,6,8-9".
+pub fn parse_cpuset(list: &str) -> Result<Vec<usize>, String> {
+    let mut out = Vec::new();
+    for part in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let bad = || format!("--cpuset {list:?}: cannot read {part:?}");
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (usize, usize) = (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
+                if a > b {
+                    return Err(bad());
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(part.parse().map_err(|_| bad())?),
+        }
+    }
+    if out.is_empty() {
+        return Err(format!("--cpuset {list:?} names no core"));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_need_no_file_and_toml_overrides() {
+        let d = ServeConfig::default();
+        assert_eq!(d.listen, "127.0.0.1:9092");
+        let c = ServeConfig::from_toml("listen = \"127.0.0.1:19092\"\ndefault_partitions = 3\n").unwrap();
+        assert_eq!(c.listen, "127.0.0.1:19092");
+        assert_eq!(c.default_partitions, 3);
+        assert!(c.auto_create_topics);
+        assert!(ServeConfig::from_toml("nope = 1").is_err());
+    }
+
+    #[test]
+    fn cpusets_and_advertised_address() {
+        assert_eq!(parse_cpuset("0-2,5").unwrap(), vec![0, 1, 2, 5]);
+        assert!(parse_cpuset("3-1").is_err());
+        let c = ServeConfig { advertise: Some("broker.example:9093".into()), ..ServeConfig::default() };
+        assert_eq!(c.advertised().unwrap(), ("broker.example".to_string(), 9093));
+    }
+}

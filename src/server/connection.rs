@@ -1,0 +1,173 @@
+//! One client connection: read a size-prefixed frame, decode its header,
+//! dispatch it, write the response. Requests on a connection are answered in
+//! order. A malformed frame, an unknown API key or an oversized length closes
+//! this connection only, logged with the peer address.
+
+use std::rc::Rc;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use glommio::net::TcpStream;
+use kafka_protocol::{
+    messages::*,
+    protocol::{Decodable, Encodable},
+};
+
+use crate::{
+    server::handlers::{self, api_versions},
+    shard::Shard,
+};
+
+/// Smallest valid frame: api key, api version, correlation id.
+const FRAME_BYTES_MIN: usize = 8;
+
+pub async fn serve(shard: Rc<Shard>, mut stream: TcpStream) {
+    let peer = stream.peer_addr().map_or_else(|_| "unknown peer".to_string(), |a| a.to_string());
+    let _ = stream.set_nodelay(true);
+    loop {
+        let mut len = [0u8; 4];
+        if stream.read_exact(&mut len).await.is_err() {
+            return; // closed by the client
+        }
+        let size = i32::from_be_bytes(len);
+        if size < FRAME_BYTES_MIN as i32 || size as usize > shard.settings.max_request_bytes {
+            log::warn!(
+                "closing connection from {peer}: request size {size} outside [{FRAME_BYTES_MIN}, {}]",
+                shard.settings.max_request_bytes
+            );
+            return;
+        }
+        let mut frame = BytesMut::zeroed(size as usize);
+        if let Err(e) = stream.read_exact(&mut frame).await {
+            log::debug!("connection from {peer}: closed mid-request: {e}");
+            return;
+        }
+        shard.inflight.set(shard.inflight.get() + 1);
+        let result = handle_frame(&shard, frame.freeze()).await;
+        shard.inflight.set(shard.inflight.get() - 1);
+        match result {
+            Ok(Some(response)) => {
+                if let Err(e) = stream.write_all(&response).await {
+                    log::debug!("connection from {peer}: write failed: {e}");
+                    return;
+                }
+            }
+            Ok(None) => {}
+            Err(reason) => {
+                log::warn!("closing connection from {peer}: {reason}");
+                return;
+            }
+        }
+    }
+}
+
+/// Decodes and answers one request. `Ok(None)`: no response is due (acks=0).
+async fn handle_frame(shard: &Rc<Shard>, mut frame: Bytes) -> Result<Option<Bytes>, String> {
+    let api_key = i16::from_be_bytes([frame[0], frame[1]]);
+    let version = i16::from_be_bytes([frame[2], frame[3]]);
+    let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
+    let key = ApiKey::try_from(api_key).map_err(|_| format!("unknown API key {api_key}"))?;
+    if key == ApiKey::ApiVersions && !handlers::supported(key, version) {
+        return Ok(Some(frame_response(correlation_id, 0, &api_versions::unsupported(), 0)?));
+    }
+    if key == ApiKey::Produce && (0..=2).contains(&version) {
+        let body = skip_header_v1(&frame)?;
+        let response = handlers::produce::unsupported_old_version(body, version)?;
+        return Ok(Some(frame_raw(correlation_id, &response)));
+    }
+    if !handlers::supported(key, version) {
+        return Err(format!("{key:?} version {version} is not supported"));
+    }
+    let header_version = key.request_header_version(version);
+    let header = RequestHeader::decode(&mut frame, header_version).map_err(|e| format!("bad {key:?} header: {e}"))?;
+    let response_header_version = if key == ApiKey::ApiVersions { 0 } else { key.response_header_version(version) };
+    let body = &mut frame;
+    let bad = |e| decode_failed(key, version, e);
+    let out = match key {
+        ApiKey::ApiVersions => {
+            // The body (client software name) is informational; a v3 body we
+            // cannot read still gets an answer.
+            let _ = ApiVersionsRequest::decode(body, version);
+            frame_response(header.correlation_id, version, &api_versions::respond(0), response_header_version)?
+        }
+        ApiKey::Metadata => {
+            let req = MetadataRequest::decode(body, version).map_err(bad)?;
+            let resp = handlers::metadata::handle(shard, req, version).await;
+            frame_response(header.correlation_id, version, &resp, response_header_version)?
+        }
+        ApiKey::CreateTopics => {
+            let req = CreateTopicsRequest::decode(body, version).map_err(bad)?;
+            let resp = handlers::create_topics::handle(shard, req).await;
+            frame_response(header.correlation_id, version, &resp, response_header_version)?
+        }
+        ApiKey::DeleteTopics => {
+            let req = DeleteTopicsRequest::decode(body, version).map_err(bad)?;
+            let resp = handlers::delete_topics::handle(shard, req).await;
+            frame_response(header.correlation_id, version, &resp, response_header_version)?
+        }
+        ApiKey::Produce => {
+            let req = ProduceRequest::decode(body, version).map_err(bad)?;
+            match handlers::produce::handle(shard, req).await {
+                Some(resp) => frame_response(header.correlation_id, version, &resp, response_header_version)?,
+                None => return Ok(None),
+            }
+        }
+        ApiKey::Fetch => {
+            let req = FetchRequest::decode(body, version).map_err(bad)?;
+            let resp = handlers::fetch::handle(shard, req).await;
+            frame_response(header.correlation_id, version, &resp, response_header_version)?
+        }
+        ApiKey::ListOffsets => {
+            let req = ListOffsetsRequest::decode(body, version).map_err(bad)?;
+            let resp = handlers::list_offsets::handle(shard, req).await;
+            frame_response(header.correlation_id, version, &resp, response_header_version)?
+        }
+        other => return Err(format!("{other:?} is not served")),
+    };
+    Ok(Some(out))
+}
+
+fn decode_failed(key: ApiKey, version: i16, e: impl std::fmt::Display) -> String {
+    format!("cannot decode {key:?} v{version}: {e}")
+}
+
+/// Skips a v1 request header (api key, version, correlation id, client id).
+fn skip_header_v1(frame: &[u8]) -> Result<&[u8], String> {
+    let mut rest = &frame[FRAME_BYTES_MIN..];
+    if rest.len() < 2 {
+        return Err("truncated request header".into());
+    }
+    let client_id_len = rest.get_i16().max(0) as usize;
+    if rest.len() < client_id_len {
+        return Err("truncated client id".into());
+    }
+    Ok(&rest[client_id_len..])
+}
+
+/// Size prefix + response header + encoded body.
+fn frame_response<R: Encodable>(
+    correlation_id: i32,
+    version: i16,
+    body: &R,
+    header_version: i16,
+) -> Result<Bytes, String> {
+    let body_len = body.compute_size(version).map_err(|e| format!("cannot size response: {e}"))?;
+    let header_len = if header_version >= 1 { 5 } else { 4 };
+    let mut out = BytesMut::with_capacity(4 + header_len + body_len);
+    out.put_i32((header_len + body_len) as i32);
+    out.put_i32(correlation_id);
+    if header_version >= 1 {
+        out.put_u8(0); // no tagged fields
+    }
+    body.encode(&mut out, version).map_err(|e| format!("cannot encode response: {e}"))?;
+    Ok(out.freeze())
+}
+
+/// Size prefix + v0 response header + a hand-encoded body.
+fn frame_raw(correlation_id: i32, body: &[u8]) -> Bytes {
+    let mut out = BytesMut::with_capacity(8 + body.len());
+    out.put_i32((4 + body.len()) as i32);
+    out.put_i32(correlation_id);
+    out.put_slice(body);
+    out.freeze()
+}

@@ -1,0 +1,55 @@
+//! CreateTopics, versions 2–7: validated and applied by the controller shard,
+//! which persists the topic table and has every shard open its partitions.
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::{
+    create_topics_response::CreatableTopicResult, CreateTopicsRequest, CreateTopicsResponse, TopicName,
+};
+
+use crate::{
+    server::handlers::str_bytes,
+    shard::{
+        messages::{NewTopic, TopicOutcome},
+        router::CONTROLLER,
+        Shard, ShardRequest, ShardResponse,
+    },
+};
+
+/// Asks the controller to create topics; used by CreateTopics and by
+/// auto-creation in Metadata and Produce.
+pub async fn create(shard: &Rc<Shard>, topics: Vec<NewTopic>, validate_only: bool) -> Vec<TopicOutcome> {
+    match shard.call(CONTROLLER, ShardRequest::CreateTopics { topics, validate_only }).await {
+        ShardResponse::Topics(outcomes) => outcomes,
+        other => unreachable!("controller answered CreateTopics with {other:?}"),
+    }
+}
+
+pub async fn handle(shard: &Rc<Shard>, request: CreateTopicsRequest) -> CreateTopicsResponse {
+    let topics = request
+        .topics
+        .into_iter()
+        .map(|t| NewTopic {
+            name: t.name.0.to_string(),
+            partitions: t.num_partitions,
+            replication_factor: t.replication_factor,
+            configs: t.configs.into_iter().filter_map(|c| Some((c.name.to_string(), c.value?.to_string()))).collect(),
+        })
+        .collect();
+    let outcomes = create(shard, topics, request.validate_only).await;
+    let mut response = CreateTopicsResponse::default();
+    response.topics = outcomes
+        .into_iter()
+        .map(|o| {
+            let mut r = CreatableTopicResult::default();
+            r.name = TopicName(str_bytes(&o.name));
+            r.topic_id = uuid::Uuid::from_bytes(o.id);
+            r.error_code = o.error;
+            r.error_message = o.message.as_deref().map(str_bytes);
+            r.num_partitions = o.partitions;
+            r.replication_factor = 1;
+            r
+        })
+        .collect();
+    response
+}

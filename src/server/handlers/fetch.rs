@@ -1,0 +1,174 @@
+//! Fetch, versions 4–12, with long poll: the request is held until
+//! `min_bytes` are available or `max_wait_ms` passes, woken by appends on the
+//! owner shards (no polling loop). Every requested partition is echoed, even
+//! empty ones. Stored batches are returned as they are, never parsed.
+
+use std::{
+    collections::BTreeMap,
+    rc::Rc,
+    time::{Duration, Instant},
+};
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::{
+    fetch_response::{FetchableTopicResponse, PartitionData},
+    FetchRequest, FetchResponse,
+};
+
+use crate::shard::{
+    messages::{codes, ReadItem, ReadOutcome},
+    router, Shard, ShardId, ShardRequest, ShardResponse,
+};
+
+/// Longest a fetch may be held, whatever the client asks: bounds how long
+/// a request pins its connection and memory.
+const MAX_WAIT_MS_MAX: u64 = 30_000;
+
+pub async fn handle(shard: &Rc<Shard>, request: FetchRequest) -> FetchResponse {
+    let wait = Duration::from_millis((request.max_wait_ms.max(0) as u64).min(MAX_WAIT_MS_MAX));
+    let deadline = Instant::now() + wait;
+    let min_bytes = request.min_bytes.max(0) as usize;
+    let max_bytes = if request.max_bytes <= 0 { usize::MAX } else { request.max_bytes as usize };
+    let items: Vec<ReadItem> = request
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(|p| ReadItem {
+                topic: t.topic.0.to_string(),
+                partition: p.partition,
+                offset: p.fetch_offset,
+                max_bytes: p.partition_max_bytes.max(0) as usize,
+            })
+        })
+        .collect();
+    loop {
+        let outcomes = read_round(shard, &items, max_bytes).await;
+        let total: usize = outcomes.iter().map(ReadOutcome::bytes).sum();
+        let errors = outcomes.iter().any(|o| o.error != codes::NONE);
+        let now = Instant::now();
+        if total >= min_bytes.max(1) || errors || now >= deadline {
+            return respond(&items, outcomes);
+        }
+        wait_for_any(shard, &items, deadline - now).await;
+    }
+}
+
+/// Reads every item from its owner (owners in parallel) and trims the
+/// result to `max_bytes`, keeping at least the first partition with data.
+async fn read_round(shard: &Rc<Shard>, items: &[ReadItem], max_bytes: usize) -> Vec<ReadOutcome> {
+    let table = shard.topics();
+    let mut by_owner: BTreeMap<ShardId, Vec<usize>> = BTreeMap::new();
+    let mut outcomes = vec![ReadOutcome::default(); items.len()];
+    for (i, item) in items.iter().enumerate() {
+        match router::owner(&table, &item.topic, item.partition, shard.count) {
+            Some(owner) => by_owner.entry(owner).or_default().push(i),
+            None => {
+                outcomes[i] = ReadOutcome {
+                    error: codes::UNKNOWN_TOPIC_OR_PARTITION,
+                    high_watermark: -1,
+                    log_start: -1,
+                    chunks: Vec::new(),
+                }
+            }
+        }
+    }
+    let mut tasks = Vec::new();
+    for (owner, indices) in by_owner {
+        let subset: Vec<ReadItem> = indices.iter().map(|&i| items[i].clone()).collect();
+        let shard = shard.clone();
+        tasks.push((
+            indices,
+            glommio::spawn_local(async move { shard.call(owner, ShardRequest::Read { items: subset }).await }),
+        ));
+    }
+    for (indices, task) in tasks {
+        let ShardResponse::Read(results) = task.await else {
+            unreachable!("owner answered Read with another response")
+        };
+        for (i, r) in indices.into_iter().zip(results) {
+            outcomes[i] = r;
+        }
+    }
+    let mut taken = 0usize;
+    for o in &mut outcomes {
+        let len = o.bytes();
+        if taken > 0 && taken + len > max_bytes {
+            o.chunks.clear();
+        } else {
+            taken += len;
+        }
+    }
+    outcomes
+}
+
+/// Waits until an append reaches any requested partition, or `wait`.
+async fn wait_for_any(shard: &Rc<Shard>, items: &[ReadItem], wait: Duration) {
+    let table = shard.topics();
+    let mut by_owner: BTreeMap<ShardId, Vec<(String, i32, i64)>> = BTreeMap::new();
+    for item in items {
+        if let Some(owner) = router::owner(&table, &item.topic, item.partition, shard.count) {
+            by_owner.entry(owner).or_default().push((item.topic.clone(), item.partition, item.offset));
+        }
+    }
+    let (tx, mut rx) = futures_channel::mpsc::unbounded::<()>();
+    let wait_ms = wait.as_millis() as u64 + 1;
+    for (owner, subset) in by_owner {
+        let (shard, tx) = (shard.clone(), tx.clone());
+        glommio::spawn_local(async move {
+            shard.call(owner, ShardRequest::WaitForData { items: subset, wait_ms }).await;
+            let _ = tx.unbounded_send(());
+        })
+        .detach();
+    }
+    drop(tx);
+    futures_lite::future::or(
+        async {
+            futures_lite::StreamExt::next(&mut rx).await;
+        },
+        glommio::timer::sleep(wait),
+    )
+    .await;
+}
+
+fn respond(items: &[ReadItem], outcomes: Vec<ReadOutcome>) -> FetchResponse {
+    let mut response = FetchResponse::default();
+    response.session_id = 0;
+    for (item, o) in items.iter().zip(outcomes) {
+        let mut p = PartitionData::default();
+        p.partition_index = item.partition;
+        p.error_code = o.error;
+        p.high_watermark = o.high_watermark;
+        // No transactions yet: everything below the high watermark is stable.
+        p.last_stable_offset = o.high_watermark;
+        p.log_start_offset = o.log_start;
+        p.aborted_transactions = Some(Vec::new());
+        p.preferred_read_replica = (-1).into();
+        p.records = Some(join(o.chunks));
+        match response.responses.last_mut().filter(|t| t.topic.0.as_str() == item.topic) {
+            Some(t) => t.partitions.push(p),
+            None => {
+                let mut t = FetchableTopicResponse::default();
+                t.topic = kafka_protocol::messages::TopicName(crate::server::handlers::str_bytes(&item.topic));
+                t.partitions.push(p);
+                response.responses.push(t);
+            }
+        }
+    }
+    response
+}
+
+/// One buffer for the records field: free for a single chunk, a copy when a
+/// read spans several cached batches.
+fn join(chunks: Vec<Bytes>) -> Bytes {
+    match chunks.len() {
+        0 => Bytes::new(),
+        1 => chunks.into_iter().next().expect("one chunk"),
+        _ => {
+            let mut out = BytesMut::with_capacity(chunks.iter().map(Bytes::len).sum());
+            for c in &chunks {
+                out.extend_from_slice(c);
+            }
+            out.freeze()
+        }
+    }
+}

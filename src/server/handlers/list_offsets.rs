@@ -1,0 +1,51 @@
+//! ListOffsets, versions 1–7: earliest (-2), latest (-1), or the first offset
+//! at or after a timestamp, found through the time index.
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::{
+    list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse},
+    ListOffsetsRequest, ListOffsetsResponse,
+};
+
+use crate::shard::{messages::codes, router, Shard, ShardRequest, ShardResponse};
+
+pub async fn handle(shard: &Rc<Shard>, request: ListOffsetsRequest) -> ListOffsetsResponse {
+    let table = shard.topics();
+    let mut response = ListOffsetsResponse::default();
+    for topic in request.topics {
+        let name = topic.name.0.to_string();
+        let mut tasks = Vec::new();
+        for p in topic.partitions {
+            let owner = router::owner(&table, &name, p.partition_index, shard.count);
+            let (shard, name) = (shard.clone(), name.clone());
+            tasks.push(glommio::spawn_local(async move {
+                let mut r = ListOffsetsPartitionResponse::default();
+                r.partition_index = p.partition_index;
+                r.leader_epoch = 0;
+                let Some(owner) = owner else {
+                    r.error_code = codes::UNKNOWN_TOPIC_OR_PARTITION;
+                    r.offset = -1;
+                    r.timestamp = -1;
+                    return r;
+                };
+                let request =
+                    ShardRequest::ListOffset { topic: name, partition: p.partition_index, timestamp: p.timestamp };
+                let ShardResponse::Offset { error, offset, timestamp } = shard.call(owner, request).await else {
+                    unreachable!("owner answered ListOffset with another response")
+                };
+                r.error_code = error;
+                r.offset = offset;
+                r.timestamp = timestamp;
+                r
+            }));
+        }
+        let mut t = ListOffsetsTopicResponse::default();
+        t.name = topic.name;
+        for task in tasks {
+            t.partitions.push(task.await);
+        }
+        response.topics.push(t);
+    }
+    response
+}

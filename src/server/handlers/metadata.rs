@@ -1,0 +1,70 @@
+//! Metadata, versions 0–12: one broker, every partition led by it. Missing
+//! topics are created when auto-creation is on and the client allows it.
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::{
+    metadata_response::{MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic},
+    MetadataRequest, MetadataResponse, TopicName,
+};
+
+use crate::{
+    server::handlers::{create_topics::create, str_bytes},
+    shard::{
+        messages::{codes, NewTopic},
+        Shard,
+    },
+};
+
+pub async fn handle(shard: &Rc<Shard>, request: MetadataRequest, version: i16) -> MetadataResponse {
+    let wanted: Option<Vec<String>> =
+        request.topics.map(|ts| ts.into_iter().filter_map(|t| t.name.map(|n| n.0.to_string())).collect());
+    // v0 has no flag and always allowed auto-creation; from v4 the client says.
+    let may_create = shard.settings.auto_create_topics && (version < 4 || request.allow_auto_topic_creation);
+    if let (Some(names), true) = (&wanted, may_create) {
+        let table = shard.topics();
+        let missing: Vec<NewTopic> = names
+            .iter()
+            .filter(|n| !table.topics.contains_key(*n))
+            .map(|n| NewTopic { name: n.clone(), partitions: -1, replication_factor: -1, configs: Vec::new() })
+            .collect();
+        if !missing.is_empty() {
+            create(shard, missing, false).await;
+        }
+    }
+    let table = shard.topics();
+    let names: Vec<String> = wanted.unwrap_or_else(|| table.topics.keys().cloned().collect());
+    let mut response = MetadataResponse::default();
+    let mut broker = MetadataResponseBroker::default();
+    broker.node_id = shard.settings.node_id.into();
+    broker.host = str_bytes(&shard.settings.advertised_host);
+    broker.port = shard.settings.advertised_port;
+    response.brokers = vec![broker];
+    response.cluster_id = Some(str_bytes(&shard.settings.cluster_id));
+    response.controller_id = shard.settings.node_id.into();
+    for name in names {
+        let mut topic = MetadataResponseTopic::default();
+        topic.name = Some(TopicName(str_bytes(&name)));
+        match table.topics.get(&name) {
+            None => topic.error_code = codes::UNKNOWN_TOPIC_OR_PARTITION,
+            Some(meta) => {
+                topic.topic_id = uuid::Uuid::from_bytes(meta.id_bytes());
+                topic.is_internal = meta.internal;
+                topic.partitions = (0..meta.partitions()).map(|p| partition(shard, p)).collect();
+            }
+        }
+        response.topics.push(topic);
+    }
+    response
+}
+
+fn partition(shard: &Shard, index: i32) -> MetadataResponsePartition {
+    let node = shard.settings.node_id.into();
+    let mut p = MetadataResponsePartition::default();
+    p.partition_index = index;
+    p.leader_id = node;
+    p.leader_epoch = 0;
+    p.replica_nodes = vec![node];
+    p.isr_nodes = vec![node];
+    p
+}

@@ -1,0 +1,36 @@
+//! One file per Kafka API. Each states the versions it serves and reads
+//! decode → route → respond.
+
+pub mod api_versions;
+pub mod create_topics;
+pub mod delete_topics;
+pub mod fetch;
+pub mod list_offsets;
+pub mod metadata;
+pub mod produce;
+
+use kafka_protocol::messages::ApiKey;
+
+/// The APIs and version ranges this broker advertises.
+///
+/// Produce is advertised from v0 because older librdkafka (kcat on Debian)
+/// checks that the range includes it; v0–v2 are then answered with
+/// UNSUPPORTED_VERSION, as Kafka 4.0 does.
+pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::Produce, 0, 9),
+    (ApiKey::Fetch, 4, 12),
+    (ApiKey::ListOffsets, 1, 7),
+    (ApiKey::Metadata, 0, 12),
+    (ApiKey::ApiVersions, 0, 3),
+    (ApiKey::CreateTopics, 2, 7),
+    (ApiKey::DeleteTopics, 1, 6),
+];
+
+pub fn supported(key: ApiKey, version: i16) -> bool {
+    SUPPORTED.iter().any(|&(k, min, max)| k == key && (min..=max).contains(&version))
+}
+
+/// Kafka strings in responses.
+pub fn str_bytes(s: &str) -> kafka_protocol::protocol::StrBytes {
+    kafka_protocol::protocol::StrBytes::from_string(s.to_string())
+}

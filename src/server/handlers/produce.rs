@@ -1,0 +1,206 @@
+//! Produce, versions 3–9 (v0–v2 are advertised but refused, see
+//! `handlers::SUPPORTED`). Each partition's batch goes to its owner shard;
+//! partitions on different shards are appended concurrently. acks=0 gets no
+//! response, acks=1 an answer once written, acks=-1 once fdatasync'd.
+
+use std::rc::Rc;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::{
+    produce_response::{PartitionProduceResponse, TopicProduceResponse},
+    ProduceRequest, ProduceResponse, TopicName,
+};
+
+use crate::{
+    limits,
+    protocol::record_batch::BatchHeader,
+    server::handlers::{create_topics::create, str_bytes},
+    shard::{
+        messages::{codes, ErrorCode, NewTopic},
+        router, Shard, ShardRequest, ShardResponse,
+    },
+};
+
+struct PartitionResult {
+    error: ErrorCode,
+    base_offset: i64,
+    log_start: i64,
+    message: Option<String>,
+}
+
+/// Returns `None` for acks=0: the client expects no response.
+pub async fn handle(shard: &Rc<Shard>, request: ProduceRequest) -> Option<ProduceResponse> {
+    let acks = request.acks;
+    if request.transactional_id.is_some() {
+        return Some(reject_all(&request, codes::INVALID_REQUEST, "transactions are not supported yet"));
+    }
+    if !matches!(acks, 0 | 1 | -1) {
+        return Some(reject_all(&request, codes::INVALID_REQUIRED_ACKS, "acks must be 0, 1 or -1"));
+    }
+    auto_create(shard, &request).await;
+    let table = shard.topics();
+    let mut tasks = Vec::new();
+    for topic in &request.topic_data {
+        let name = topic.name.0.to_string();
+        for p in &topic.partition_data {
+            let owner = router::owner(&table, &name, p.index, shard.count);
+            let (shard, name, index, records) = (shard.clone(), name.clone(), p.index, p.records.clone());
+            tasks.push(glommio::spawn_local(async move {
+                let result = match (owner, records) {
+                    (None, _) => failed(codes::UNKNOWN_TOPIC_OR_PARTITION, None),
+                    (Some(_), None) => failed(codes::INVALID_RECORD, Some("no records".into())),
+                    (Some(owner), Some(records)) => append_all(&shard, owner, &name, index, records, acks == -1).await,
+                };
+                (name, index, result)
+            }));
+        }
+    }
+    let mut response = ProduceResponse::default();
+    for task in tasks {
+        let (name, index, r) = task.await;
+        let mut pr = PartitionProduceResponse::default();
+        pr.index = index;
+        pr.error_code = r.error;
+        pr.base_offset = r.base_offset;
+        pr.log_append_time_ms = -1;
+        pr.log_start_offset = r.log_start;
+        pr.error_message = r.message.as_deref().map(str_bytes);
+        match response.responses.iter_mut().find(|t| t.name.0.as_str() == name) {
+            Some(t) => t.partition_responses.push(pr),
+            None => {
+                let mut t = TopicProduceResponse::default();
+                t.name = TopicName(str_bytes(&name));
+                t.partition_responses.push(pr);
+                response.responses.push(t);
+            }
+        }
+    }
+    (acks != 0).then_some(response)
+}
+
+fn failed(error: ErrorCode, message: Option<String>) -> PartitionResult {
+    PartitionResult { error, base_offset: -1, log_start: -1, message }
+}
+
+async fn auto_create(shard: &Rc<Shard>, request: &ProduceRequest) {
+    if !shard.settings.auto_create_topics {
+        return;
+    }
+    let table = shard.topics();
+    let missing: Vec<NewTopic> = request
+        .topic_data
+        .iter()
+        .map(|t| t.name.0.to_string())
+        .filter(|n| !table.topics.contains_key(n))
+        .map(|name| NewTopic { name, partitions: -1, replication_factor: -1, configs: Vec::new() })
+        .collect();
+    if !missing.is_empty() {
+        create(shard, missing, false).await;
+    }
+}
+
+/// Appends every batch of one partition's records, in order. The response
+/// carries the first batch's base offset, as Kafka's does.
+async fn append_all(
+    shard: &Rc<Shard>,
+    owner: usize,
+    topic: &str,
+    partition: i32,
+    records: Bytes,
+    durable: bool,
+) -> PartitionResult {
+    let batches = match split_batches(records) {
+        Ok(b) => b,
+        Err(message) => {
+            return failed(codes::CORRUPT_MESSAGE, Some(format!("partition {topic}-{partition}: {message}")))
+        }
+    };
+    let mut first: Option<PartitionResult> = None;
+    for batch in batches {
+        let request = ShardRequest::Produce { topic: topic.to_string(), partition, batch, durable };
+        let ShardResponse::Produced { error, base_offset, log_start, message } = shard.call(owner, request).await
+        else {
+            unreachable!("owner answered Produce with another response")
+        };
+        let result = PartitionResult { error, base_offset, log_start, message };
+        if error != codes::NONE {
+            return result;
+        }
+        first.get_or_insert(result);
+    }
+    first.unwrap_or_else(|| failed(codes::INVALID_RECORD, Some("no records".into())))
+}
+
+/// Splits a records field into its batches without copying when the request
+/// buffer is not shared; the storage layer then validates each batch.
+fn split_batches(mut records: Bytes) -> Result<Vec<BytesMut>, String> {
+    let mut out = Vec::new();
+    while !records.is_empty() {
+        let header = BatchHeader::parse(&records, limits::BATCH_BYTES_MAX).map_err(|e| e.to_string())?;
+        let len = header.total_bytes().min(records.len());
+        let batch = records.split_to(len);
+        out.push(batch.try_into_mut().unwrap_or_else(|shared| BytesMut::from(&shared[..])));
+    }
+    Ok(out)
+}
+
+fn reject_all(request: &ProduceRequest, error: ErrorCode, message: &str) -> ProduceResponse {
+    let mut response = ProduceResponse::default();
+    for topic in &request.topic_data {
+        let mut t = TopicProduceResponse::default();
+        t.name = topic.name.clone();
+        for p in &topic.partition_data {
+            let mut pr = PartitionProduceResponse::default();
+            pr.index = p.index;
+            pr.error_code = error;
+            pr.base_offset = -1;
+            pr.log_append_time_ms = -1;
+            pr.log_start_offset = -1;
+            pr.error_message = Some(str_bytes(message));
+            t.partition_responses.push(pr);
+        }
+        response.responses.push(t);
+    }
+    response
+}
+
+/// The answer to Produce v0–v2: every partition gets UNSUPPORTED_VERSION.
+/// Hand-encoded because the protocol crate starts at v3. Request body:
+/// acks i16, timeout i32, [topic string, [partition i32, records bytes]].
+pub fn unsupported_old_version(mut body: &[u8], version: i16) -> Result<Vec<u8>, String> {
+    use bytes::Buf;
+    let need = |b: &[u8], n: usize| if b.len() < n { Err("truncated Produce request".to_string()) } else { Ok(()) };
+    need(body, 6)?;
+    body.advance(6);
+    let mut out = Vec::new();
+    need(body, 4)?;
+    let topics = body.get_i32();
+    out.extend_from_slice(&topics.max(0).to_be_bytes());
+    for _ in 0..topics.max(0) {
+        need(body, 2)?;
+        let name_len = body.get_i16().max(0) as usize;
+        need(body, name_len + 4)?;
+        out.extend_from_slice(&(name_len as i16).to_be_bytes());
+        out.extend_from_slice(&body[..name_len]);
+        body.advance(name_len);
+        let partitions = body.get_i32();
+        out.extend_from_slice(&partitions.max(0).to_be_bytes());
+        for _ in 0..partitions.max(0) {
+            need(body, 8)?;
+            let index = body.get_i32();
+            let size = body.get_i32().max(0) as usize;
+            need(body, size)?;
+            body.advance(size);
+            out.extend_from_slice(&index.to_be_bytes());
+            out.extend_from_slice(&codes::UNSUPPORTED_VERSION.to_be_bytes());
+            out.extend_from_slice(&(-1i64).to_be_bytes()); // base offset
+            if version >= 2 {
+                out.extend_from_slice(&(-1i64).to_be_bytes()); // log append time
+            }
+        }
+    }
+    if version >= 1 {
+        out.extend_from_slice(&0i32.to_be_bytes()); // throttle time
+    }
+    Ok(out)
+}

@@ -1,0 +1,142 @@
+//! The network layer: starts one pinned executor per shard, joins them into a
+//! channel mesh, accepts connections on every shard (SO_REUSEPORT) and shuts
+//! down cleanly on SIGINT/SIGTERM.
+//!
+//! **Architecture invariant:** only `server` (and `cli`) touch sockets.
+
+pub mod config;
+pub mod connection;
+pub mod handlers;
+
+use std::{
+    rc::Rc,
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc,
+    },
+    time::{Duration, Instant},
+};
+
+use glommio::{channels::channel_mesh::MeshBuilder, net::TcpListener, LocalExecutorBuilder, Placement};
+
+use crate::shard::{topics::TopicTable, BrokerSettings, Envelope, Shard};
+pub use config::ServeConfig;
+
+/// Capacity of each shard-to-shard channel: senders wait (backpressure)
+/// rather than queue without bound.
+const MESH_CHANNEL_CAPACITY: usize = 1024;
+/// Added to the start counter by a shard that failed to start, so the main
+/// thread stops waiting and reports it.
+const FAILED_TO_START: usize = 1 << 20;
+/// How long shutdown waits for in-flight requests before closing logs.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// Runs the broker until SIGINT or SIGTERM. Returns once every shard has
+/// closed its partitions.
+pub fn serve(config: ServeConfig) -> Result<(), String> {
+    let cpus = config.shard_cpus()?;
+    let listen = config.listen_addr()?;
+    let (advertised_host, advertised_port) = config.advertised()?;
+    std::fs::create_dir_all(&config.data_dir)
+        .map_err(|e| format!("cannot create {}: {e}", config.data_dir.display()))?;
+    let table = Arc::new(TopicTable::load(&config.data_dir)?);
+    let settings = Arc::new(BrokerSettings {
+        node_id: config.node_id,
+        advertised_host,
+        advertised_port,
+        cluster_id: "shardlog".into(),
+        data_dir: config.data_dir.clone(),
+        auto_create_topics: config.auto_create_topics,
+        default_partitions: config.default_partitions.max(1),
+        max_request_bytes: config.max_request_bytes,
+    });
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, stop.clone()).map_err(|e| format!("cannot handle signal {signal}: {e}"))?;
+    }
+    let mesh = MeshBuilder::<Envelope, _>::full(cpus.len(), MESH_CHANNEL_CAPACITY);
+    let started = Instant::now();
+    let ready = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut handles = Vec::new();
+    for (index, &cpu) in cpus.iter().enumerate() {
+        let (mesh, table, settings, stop, ready) =
+            (mesh.clone(), table.clone(), settings.clone(), stop.clone(), ready.clone());
+        let handle = LocalExecutorBuilder::new(Placement::Fixed(cpu))
+            .name(&format!("shard-{index}"))
+            .spawn(move || async move { run_shard(mesh, table, settings, listen, stop, ready).await })
+            .map_err(|e| format!("cannot start shard on core {cpu}: {e}"))?;
+        handles.push(handle);
+    }
+    while ready.load(Ordering::Acquire) < cpus.len() {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    if ready.load(Ordering::Acquire) == cpus.len() {
+        println!(
+            "shardlog: listening on {listen} with {} shard(s) on cores {:?}, data in {} (ready in {} ms)",
+            cpus.len(),
+            cpus,
+            config.data_dir.display(),
+            started.elapsed().as_millis()
+        );
+    }
+    let mut failure = None;
+    for h in handles {
+        match h.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => failure = Some(e),
+            Err(e) => failure = Some(format!("shard panicked: {e:?}")),
+        }
+    }
+    failure.map_or(Ok(()), Err)
+}
+
+async fn run_shard(
+    mesh: MeshBuilder<Envelope, glommio::channels::channel_mesh::Full>,
+    table: Arc<TopicTable>,
+    settings: Arc<BrokerSettings>,
+    listen: std::net::SocketAddr,
+    stop: Arc<AtomicBool>,
+    ready: Arc<std::sync::atomic::AtomicUsize>,
+) -> Result<(), String> {
+    let (senders, receivers) = mesh.join().await.map_err(|e| format!("cannot join the shard mesh: {e}"))?;
+    let shard = Shard::new(settings, senders, table.clone());
+    shard.serve_peers(receivers);
+    shard.apply_topics(table).await;
+    let listener = match TcpListener::bind(listen) {
+        Ok(l) => l,
+        Err(e) => {
+            ready.fetch_add(FAILED_TO_START, Ordering::AcqRel);
+            stop.store(true, Ordering::Relaxed);
+            return Err(format!("shard {}: cannot listen on {listen}: {e}", shard.id));
+        }
+    };
+    ready.fetch_add(1, Ordering::AcqRel);
+    accept_until_stopped(&shard, &listener, &stop).await;
+    drop(listener);
+    let grace_end = Instant::now() + SHUTDOWN_GRACE;
+    while shard.inflight.get() > 0 && Instant::now() < grace_end {
+        glommio::timer::sleep(Duration::from_millis(10)).await;
+    }
+    shard.close_all().await;
+    Ok(())
+}
+
+/// Accepts connections until a stop signal. The signal flag is checked when
+/// accept returns and on a coarse timer: an idle broker wakes ten times a
+/// second, which costs nothing measurable.
+async fn accept_until_stopped(shard: &Rc<Shard>, listener: &TcpListener, stop: &AtomicBool) {
+    while !stop.load(Ordering::Relaxed) {
+        let accepted = futures_lite::future::or(async { Some(listener.accept().await) }, async {
+            glommio::timer::sleep(Duration::from_millis(100)).await;
+            None
+        })
+        .await;
+        match accepted {
+            Some(Ok(stream)) => {
+                glommio::spawn_local(connection::serve(shard.clone(), stream)).detach();
+            }
+            Some(Err(e)) => log::warn!("shard {}: accept failed: {e}", shard.id),
+            None => {}
+        }
+    }
+}

@@ -1,0 +1,108 @@
+//! Typed requests one shard sends another, and their answers. Everything here
+//! is `Send`: it crosses cores over glommio's channel mesh.
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+
+use crate::shard::topics::TopicTable;
+
+/// A Kafka error code, as sent on the wire.
+pub type ErrorCode = i16;
+
+pub mod codes {
+    use super::ErrorCode;
+    pub const NONE: ErrorCode = 0;
+    pub const OFFSET_OUT_OF_RANGE: ErrorCode = 1;
+    pub const CORRUPT_MESSAGE: ErrorCode = 2;
+    pub const UNKNOWN_TOPIC_OR_PARTITION: ErrorCode = 3;
+    pub const MESSAGE_TOO_LARGE: ErrorCode = 10;
+    pub const INVALID_TOPIC_EXCEPTION: ErrorCode = 17;
+    pub const INVALID_REQUIRED_ACKS: ErrorCode = 21;
+    pub const UNSUPPORTED_VERSION: ErrorCode = 35;
+    pub const TOPIC_ALREADY_EXISTS: ErrorCode = 36;
+    pub const INVALID_PARTITIONS: ErrorCode = 37;
+    pub const INVALID_REPLICATION_FACTOR: ErrorCode = 38;
+    pub const INVALID_REQUEST: ErrorCode = 42;
+    pub const INVALID_CONFIG: ErrorCode = 40;
+    pub const KAFKA_STORAGE_ERROR: ErrorCode = 56;
+    pub const INVALID_RECORD: ErrorCode = 87;
+}
+
+/// One partition of a read, as a fetch asks for it.
+#[derive(Debug, Clone)]
+pub struct ReadItem {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub max_bytes: usize,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ReadOutcome {
+    pub error: ErrorCode,
+    pub high_watermark: i64,
+    pub log_start: i64,
+    /// Whole batches, as stored (no copy was made to build them).
+    pub chunks: Vec<Bytes>,
+}
+
+impl ReadOutcome {
+    pub fn bytes(&self) -> usize {
+        self.chunks.iter().map(Bytes::len).sum()
+    }
+}
+
+/// A topic to create, validated by the controller.
+#[derive(Debug, Clone)]
+pub struct NewTopic {
+    pub name: String,
+    /// -1: the broker default.
+    pub partitions: i32,
+    pub replication_factor: i16,
+    pub configs: Vec<(String, String)>,
+}
+
+#[derive(Debug, Clone)]
+pub struct TopicOutcome {
+    pub name: String,
+    pub error: ErrorCode,
+    pub message: Option<String>,
+    pub id: [u8; 16],
+    pub partitions: i32,
+}
+
+#[derive(Debug)]
+pub enum ShardRequest {
+    /// Append one batch to a partition this shard owns.
+    Produce { topic: String, partition: i32, batch: BytesMut, durable: bool },
+    /// Read several partitions this shard owns.
+    Read { items: Vec<ReadItem> },
+    /// Answer once any listed partition has data at or after its offset, or
+    /// at the deadline (milliseconds from now).
+    WaitForData { items: Vec<(String, i32, i64)>, wait_ms: u64 },
+    /// ListOffsets for one partition: -2 earliest, -1 latest, else by time.
+    ListOffset { topic: String, partition: i32, timestamp: i64 },
+    /// To the controller (shard 0): create topics.
+    CreateTopics { topics: Vec<NewTopic>, validate_only: bool },
+    /// To the controller: delete topics.
+    DeleteTopics { names: Vec<String> },
+    /// From the controller to every shard: the new topic table.
+    ApplyTopics { table: Arc<TopicTable> },
+}
+
+#[derive(Debug)]
+pub enum ShardResponse {
+    Produced { error: ErrorCode, base_offset: i64, log_start: i64, message: Option<String> },
+    Read(Vec<ReadOutcome>),
+    DataReady,
+    Offset { error: ErrorCode, offset: i64, timestamp: i64 },
+    Topics(Vec<TopicOutcome>),
+    Applied,
+}
+
+/// A request plus the way back to whoever asked.
+pub struct Envelope {
+    pub request: ShardRequest,
+    pub reply: futures_channel::oneshot::Sender<ShardResponse>,
+}

@@ -1,0 +1,131 @@
+//! Per-core state: the partitions this core owns, its copy of the topic
+//! table, and the channel mesh to the other cores.
+//!
+//! **Architecture invariant:** a shard's partitions are touched only by code
+//! running on that shard. Other shards reach them with a [`ShardRequest`];
+//! the local path is a plain call ([`Shard::call`]).
+
+pub mod messages;
+pub mod notify;
+pub mod router;
+pub mod topics;
+
+mod owner;
+
+use std::{
+    cell::{Cell, RefCell},
+    collections::HashMap,
+    path::PathBuf,
+    rc::Rc,
+    sync::Arc,
+};
+
+use glommio::channels::channel_mesh::{Receivers, Senders};
+
+use crate::storage::PartitionLog;
+
+pub use messages::{Envelope, ShardRequest, ShardResponse};
+use notify::AppendNotify;
+use topics::TopicTable;
+
+pub type ShardId = usize;
+
+/// A partition this shard owns: its log and its long-poll waiters.
+pub struct Partition {
+    pub log: PartitionLog,
+    pub appended: AppendNotify,
+}
+
+/// Settings every shard shares, fixed at start.
+#[derive(Debug, Clone)]
+pub struct BrokerSettings {
+    pub node_id: i32,
+    pub advertised_host: String,
+    pub advertised_port: i32,
+    pub cluster_id: String,
+    pub data_dir: PathBuf,
+    pub auto_create_topics: bool,
+    pub default_partitions: i32,
+    pub max_request_bytes: usize,
+}
+
+pub struct Shard {
+    pub id: ShardId,
+    pub count: usize,
+    pub settings: Arc<BrokerSettings>,
+    senders: Senders<Envelope>,
+    topics: RefCell<Arc<TopicTable>>,
+    partitions: RefCell<HashMap<(String, i32), Rc<Partition>>>,
+    /// Requests being handled, so shutdown can let them finish.
+    pub inflight: Cell<usize>,
+    /// Serialises topic changes on the controller (a shard-local semaphore,
+    /// not a lock between cores).
+    controller_permit: glommio::sync::Semaphore,
+}
+
+impl Shard {
+    pub fn new(settings: Arc<BrokerSettings>, senders: Senders<Envelope>, table: Arc<TopicTable>) -> Rc<Self> {
+        Rc::new(Self {
+            id: senders.peer_id(),
+            count: senders.nr_consumers(),
+            settings,
+            senders,
+            topics: RefCell::new(table),
+            partitions: RefCell::new(HashMap::new()),
+            inflight: Cell::new(0),
+            controller_permit: glommio::sync::Semaphore::new(1),
+        })
+    }
+
+    /// The topic table as this shard last heard it.
+    pub fn topics(&self) -> Arc<TopicTable> {
+        self.topics.borrow().clone()
+    }
+
+    pub(crate) fn partition(&self, topic: &str, partition: i32) -> Option<Rc<Partition>> {
+        self.partitions.borrow().get(&(topic.to_string(), partition)).cloned()
+    }
+
+    /// Sends `request` to shard `target` and waits for the answer; a plain
+    /// call when `target` is this shard.
+    pub async fn call(self: &Rc<Self>, target: ShardId, request: ShardRequest) -> ShardResponse {
+        if target == self.id {
+            return self.handle(request).await;
+        }
+        let (reply, answer) = futures_channel::oneshot::channel();
+        if self.senders.send_to(target, Envelope { request, reply }).await.is_err() {
+            panic!("shard {target} is gone: the mesh lives as long as the broker");
+        }
+        answer.await.expect("peer shards always answer")
+    }
+
+    /// Serves requests from the other shards, each in its own task so a
+    /// long poll never holds up the next request.
+    pub fn serve_peers(self: &Rc<Self>, mut receivers: Receivers<Envelope>) {
+        for (_, stream) in receivers.streams() {
+            let shard = self.clone();
+            glommio::spawn_local(async move {
+                while let Some(envelope) = stream.recv().await {
+                    let shard = shard.clone();
+                    glommio::spawn_local(async move {
+                        let response = shard.handle(envelope.request).await;
+                        let _ = envelope.reply.send(response);
+                    })
+                    .detach();
+                }
+            })
+            .detach();
+        }
+    }
+
+    /// Closes every partition cleanly (seal, checkpoint). Logs failures and
+    /// carries on with the rest.
+    pub async fn close_all(&self) {
+        let partitions: Vec<Rc<Partition>> = self.partitions.borrow_mut().drain().map(|(_, p)| p).collect();
+        for p in partitions {
+            if let Err(e) = p.log.close().await {
+                log::error!("shard {}: closing partition {}: {e}", self.id, p.log.name());
+            }
+        }
+    }
+}

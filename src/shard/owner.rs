@@ -1,0 +1,342 @@
+//! What a shard does with a request for partitions it owns, and what the
+//! controller shard does with topic changes.
+
+use std::{rc::Rc, sync::Arc, time::Duration};
+
+use crate::{
+    protocol::record_batch::BatchError,
+    shard::{
+        messages::{codes, ErrorCode, NewTopic, ReadItem, ReadOutcome, TopicOutcome},
+        notify::Waiter,
+        router,
+        topics::{self, TopicMeta, TopicTable},
+        Partition, Shard, ShardRequest, ShardResponse,
+    },
+    storage::{Clock, Durability, Faults, PartitionLog, PartitionName, StorageError},
+};
+
+/// Most partitions one CreateTopics may ask for in a topic. Each partition is
+/// a directory and open files; this keeps one request from exhausting them.
+const PARTITIONS_PER_TOPIC_MAX: i32 = 10_000;
+
+/// The Kafka error code for a storage error.
+pub fn error_code(e: &StorageError) -> ErrorCode {
+    match e {
+        StorageError::InvalidBatch { reason: BatchError::BadLength { .. }, .. } => codes::MESSAGE_TOO_LARGE,
+        StorageError::InvalidBatch { reason: BatchError::BadRecordCount { .. }, .. } => codes::INVALID_RECORD,
+        StorageError::InvalidBatch { .. } => codes::CORRUPT_MESSAGE,
+        StorageError::OffsetOutOfRange { .. } => codes::OFFSET_OUT_OF_RANGE,
+        _ => codes::KAFKA_STORAGE_ERROR,
+    }
+}
+
+impl Shard {
+    pub(crate) async fn handle(self: &Rc<Self>, request: ShardRequest) -> ShardResponse {
+        match request {
+            ShardRequest::Produce { topic, partition, batch, durable } => {
+                self.produce_local(&topic, partition, batch, durable).await
+            }
+            ShardRequest::Read { items } => ShardResponse::Read(self.read_local(items).await),
+            ShardRequest::WaitForData { items, wait_ms } => {
+                self.wait_for_data(&items, wait_ms).await;
+                ShardResponse::DataReady
+            }
+            ShardRequest::ListOffset { topic, partition, timestamp } => {
+                self.list_offset_local(&topic, partition, timestamp).await
+            }
+            ShardRequest::CreateTopics { topics, validate_only } => {
+                ShardResponse::Topics(self.create_topics(topics, validate_only).await)
+            }
+            ShardRequest::DeleteTopics { names } => ShardResponse::Topics(self.delete_topics(names).await),
+            ShardRequest::ApplyTopics { table } => {
+                self.apply_topics(table).await;
+                ShardResponse::Applied
+            }
+        }
+    }
+
+    async fn produce_local(&self, topic: &str, partition: i32, batch: bytes::BytesMut, durable: bool) -> ShardResponse {
+        let Some(p) = self.partition(topic, partition) else {
+            return ShardResponse::Produced {
+                error: codes::UNKNOWN_TOPIC_OR_PARTITION,
+                base_offset: -1,
+                log_start: -1,
+                message: None,
+            };
+        };
+        let durability = if durable { Durability::Synced } else { Durability::Written };
+        match p.log.append(batch, durability).await {
+            Ok(info) => {
+                p.appended.notify_all();
+                ShardResponse::Produced {
+                    error: codes::NONE,
+                    base_offset: info.base_offset,
+                    log_start: p.log.log_start(),
+                    message: None,
+                }
+            }
+            Err(e) => {
+                // A write that failed after others were queued may still have
+                // landed data for earlier batches: wake readers either way.
+                p.appended.notify_all();
+                log::warn!("shard {}: produce to {topic}-{partition} failed: {e}", self.id);
+                ShardResponse::Produced {
+                    error: error_code(&e),
+                    base_offset: -1,
+                    log_start: -1,
+                    message: Some(e.to_string()),
+                }
+            }
+        }
+    }
+
+    async fn read_local(&self, items: Vec<ReadItem>) -> Vec<ReadOutcome> {
+        let mut out = Vec::with_capacity(items.len());
+        for item in items {
+            let Some(p) = self.partition(&item.topic, item.partition) else {
+                out.push(ReadOutcome {
+                    error: codes::UNKNOWN_TOPIC_OR_PARTITION,
+                    high_watermark: -1,
+                    log_start: -1,
+                    chunks: Vec::new(),
+                });
+                continue;
+            };
+            let (high_watermark, log_start) = (p.log.log_end(), p.log.log_start());
+            let outcome = match p.log.read(item.offset, item.max_bytes).await {
+                Ok(slice) => ReadOutcome {
+                    error: codes::NONE,
+                    high_watermark: slice.log_end,
+                    log_start: slice.log_start,
+                    chunks: slice
+                        .chunks
+                        .into_iter()
+                        .map(|c| match c {
+                            crate::storage::Chunk::Cached(b) | crate::storage::Chunk::Disk(b) => b,
+                        })
+                        .collect(),
+                },
+                Err(e) => {
+                    if !matches!(e, StorageError::OffsetOutOfRange { .. }) {
+                        log::warn!("shard {}: read of {} at {}: {e}", self.id, p.log.name(), item.offset);
+                    }
+                    ReadOutcome { error: error_code(&e), high_watermark, log_start, chunks: Vec::new() }
+                }
+            };
+            out.push(outcome);
+        }
+        out
+    }
+
+    /// Returns when any listed partition has data at or past its offset, or
+    /// after `wait_ms`. Woken by appends; no polling.
+    async fn wait_for_data(&self, items: &[(String, i32, i64)], wait_ms: u64) {
+        let (tx, rx) = futures_channel::oneshot::channel::<()>();
+        let waiter: Waiter = Rc::new(std::cell::RefCell::new(Some(tx)));
+        for (topic, partition, offset) in items {
+            match self.partition(topic, *partition) {
+                Some(p) if p.log.log_end() <= *offset && *offset >= p.log.log_start() => {
+                    p.appended.register(waiter.clone())
+                }
+                // Data already there, or an error the fetch should report now.
+                _ => return,
+            }
+        }
+        futures_lite::future::or(
+            async {
+                let _ = rx.await;
+            },
+            glommio::timer::sleep(Duration::from_millis(wait_ms)),
+        )
+        .await;
+    }
+
+    async fn list_offset_local(&self, topic: &str, partition: i32, timestamp: i64) -> ShardResponse {
+        let Some(p) = self.partition(topic, partition) else {
+            return ShardResponse::Offset { error: codes::UNKNOWN_TOPIC_OR_PARTITION, offset: -1, timestamp: -1 };
+        };
+        match timestamp {
+            -2 => ShardResponse::Offset { error: codes::NONE, offset: p.log.log_start(), timestamp: -1 },
+            -1 => ShardResponse::Offset { error: codes::NONE, offset: p.log.log_end(), timestamp: -1 },
+            ts => match p.log.offset_for_timestamp(ts).await {
+                Ok(Some((offset, timestamp))) => ShardResponse::Offset { error: codes::NONE, offset, timestamp },
+                Ok(None) => ShardResponse::Offset { error: codes::NONE, offset: -1, timestamp: -1 },
+                Err(e) => ShardResponse::Offset { error: error_code(&e), offset: -1, timestamp: -1 },
+            },
+        }
+    }
+
+    /// Controller only: validates, persists and announces new topics.
+    async fn create_topics(self: &Rc<Self>, requested: Vec<NewTopic>, validate_only: bool) -> Vec<TopicOutcome> {
+        debug_assert_eq!(self.id, router::CONTROLLER);
+        let _permit = self.controller_permit.acquire_permit(1).await.expect("controller permit: never closed");
+        let mut table = (*self.topics()).clone();
+        let mut outcomes = Vec::new();
+        let mut changed = false;
+        for t in requested {
+            let partitions = if t.partitions == -1 { self.settings.default_partitions } else { t.partitions };
+            let mut outcome =
+                TopicOutcome { name: t.name.clone(), error: codes::NONE, message: None, id: [0; 16], partitions };
+            let configs: std::collections::BTreeMap<String, String> = t.configs.into_iter().collect();
+            let check = if let Err(m) = topics::validate_topic_name(&t.name) {
+                Err((codes::INVALID_TOPIC_EXCEPTION, m))
+            } else if table.topics.contains_key(&t.name) {
+                Err((codes::TOPIC_ALREADY_EXISTS, format!("topic {} already exists", t.name)))
+            } else if !(1..=PARTITIONS_PER_TOPIC_MAX).contains(&partitions) {
+                Err((
+                    codes::INVALID_PARTITIONS,
+                    format!("partitions must be 1..={PARTITIONS_PER_TOPIC_MAX}, got {partitions}"),
+                ))
+            } else if !(t.replication_factor == -1 || t.replication_factor == 1) {
+                Err((
+                    codes::INVALID_REPLICATION_FACTOR,
+                    format!("replication factor {} > 1 needs more brokers; this cluster has 1", t.replication_factor),
+                ))
+            } else if let Err(m) = topics::log_config(&configs) {
+                Err((codes::INVALID_CONFIG, m))
+            } else {
+                Ok(())
+            };
+            match check {
+                Err((code, message)) => {
+                    outcome.error = code;
+                    outcome.message = Some(message);
+                }
+                Ok(()) if validate_only => {}
+                Ok(()) => {
+                    let meta = TopicMeta {
+                        id: topics::new_topic_id(),
+                        shards: router::assign(&t.name, partitions, self.count),
+                        configs,
+                        internal: false,
+                    };
+                    outcome.id = meta.id_bytes();
+                    table.topics.insert(t.name.clone(), meta);
+                    changed = true;
+                }
+            }
+            outcomes.push(outcome);
+        }
+        if changed {
+            if let Err(e) = self.publish(table).await {
+                for o in outcomes.iter_mut().filter(|o| o.error == codes::NONE) {
+                    o.error = codes::KAFKA_STORAGE_ERROR;
+                    o.message = Some(e.clone());
+                }
+            }
+        }
+        outcomes
+    }
+
+    /// Controller only: removes topics, then their partitions' files.
+    async fn delete_topics(self: &Rc<Self>, names: Vec<String>) -> Vec<TopicOutcome> {
+        let _permit = self.controller_permit.acquire_permit(1).await.expect("controller permit: never closed");
+        let mut table = (*self.topics()).clone();
+        let mut outcomes = Vec::new();
+        for name in names {
+            let mut o =
+                TopicOutcome { name: name.clone(), error: codes::NONE, message: None, id: [0; 16], partitions: 0 };
+            match table.topics.remove(&name) {
+                Some(meta) => {
+                    o.id = meta.id_bytes();
+                    o.partitions = meta.partitions();
+                }
+                None => {
+                    o.error = codes::UNKNOWN_TOPIC_OR_PARTITION;
+                    o.message = Some(format!("topic {name} does not exist"));
+                }
+            }
+            outcomes.push(o);
+        }
+        if outcomes.iter().any(|o| o.error == codes::NONE) {
+            if let Err(e) = self.publish(table).await {
+                for o in outcomes.iter_mut().filter(|o| o.error == codes::NONE) {
+                    o.error = codes::KAFKA_STORAGE_ERROR;
+                    o.message = Some(e.clone());
+                }
+            }
+        }
+        outcomes
+    }
+
+    /// Persists the table, then has every shard apply it.
+    async fn publish(self: &Rc<Self>, table: TopicTable) -> Result<(), String> {
+        let dir = self.settings.data_dir.clone();
+        let to_save = table.clone();
+        glommio::executor()
+            .spawn_blocking(move || to_save.save(&dir))
+            .await
+            .map_err(|e| format!("cannot persist topic metadata: {e}"))?;
+        let table = Arc::new(table);
+        let mut tasks = Vec::new();
+        for target in 0..self.count {
+            let (shard, table) = (self.clone(), table.clone());
+            tasks.push(glommio::spawn_local(
+                async move { shard.call(target, ShardRequest::ApplyTopics { table }).await },
+            ));
+        }
+        for t in tasks {
+            t.await;
+        }
+        Ok(())
+    }
+
+    /// Takes a new topic table: opens partitions newly assigned here, closes
+    /// (and for deleted topics removes) the ones no longer here.
+    pub async fn apply_topics(&self, table: Arc<TopicTable>) {
+        *self.topics.borrow_mut() = table.clone();
+        let open: Vec<(String, i32)> = self.partitions.borrow().keys().cloned().collect();
+        for (topic, partition) in open {
+            if router::owner(&table, &topic, partition, self.count) != Some(self.id) {
+                let removed = self.partitions.borrow_mut().remove(&(topic.clone(), partition));
+                if let Some(p) = removed {
+                    self.retire_partition(p, table.topics.contains_key(&topic)).await;
+                }
+            }
+        }
+        for (name, meta) in &table.topics {
+            for partition in 0..meta.partitions() {
+                let mine = router::owner(&table, name, partition, self.count) == Some(self.id);
+                if mine && self.partition(name, partition).is_none() {
+                    self.open_partition(name, partition, meta).await;
+                }
+            }
+        }
+    }
+
+    async fn open_partition(&self, topic: &str, partition: i32, meta: &TopicMeta) {
+        let name = format!("{topic}-{partition}");
+        let dir = self.settings.data_dir.join(&name);
+        let config = match topics::log_config(&meta.configs) {
+            Ok(c) => c,
+            Err(e) => {
+                log::error!("shard {}: partition {name}: bad config ({e}); using defaults", self.id);
+                crate::storage::LogConfig::default()
+            }
+        };
+        match PartitionLog::open(&dir, PartitionName(name.clone()), config, Clock::System, Faults::default()).await {
+            Ok((log, report)) => {
+                if !report.cuts.is_empty() {
+                    log::warn!("shard {}: partition {name}: recovery cut {} piece(s)", self.id, report.cuts.len());
+                }
+                let p = Rc::new(Partition { log, appended: Default::default() });
+                self.partitions.borrow_mut().insert((topic.to_string(), partition), p);
+            }
+            Err(e) => log::error!("shard {}: cannot open partition {name}: {e}", self.id),
+        }
+    }
+
+    async fn retire_partition(&self, p: Rc<Partition>, topic_still_exists: bool) {
+        if let Err(e) = p.log.close().await {
+            log::warn!("shard {}: closing {}: {e}", self.id, p.log.name());
+        }
+        p.appended.notify_all();
+        if !topic_still_exists {
+            let dir = self.settings.data_dir.join(&p.log.name().0);
+            let result = glommio::executor().spawn_blocking(move || std::fs::remove_dir_all(&dir)).await;
+            if let Err(e) = result {
+                log::warn!("shard {}: removing files of {}: {e}", self.id, p.log.name());
+            }
+        }
+    }
+}

@@ -1,0 +1,47 @@
+//! The one place that knows which shard owns a partition.
+
+use crate::shard::{topics::TopicTable, ShardId};
+
+/// The shard that coordinates topic creation and deletion.
+pub const CONTROLLER: ShardId = 0;
+
+/// The owner of `topic`/`partition`, if the topic and partition exist. The
+/// assignment is persisted with the topic; if the broker now runs fewer
+/// shards than when it was made, it folds onto the shards that exist.
+pub fn owner(table: &TopicTable, topic: &str, partition: i32, shards: usize) -> Option<ShardId> {
+    let meta = table.topics.get(topic)?;
+    let assigned = *meta.shards.get(usize::try_from(partition).ok()?)?;
+    Some(assigned % shards.max(1))
+}
+
+/// Spreads a new topic's partitions round-robin over the shards, starting at
+/// a shard picked from the name so many small topics do not all start on 0.
+pub fn assign(topic: &str, partitions: i32, shards: usize) -> Vec<ShardId> {
+    let start = topic.bytes().fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(b as usize));
+    (0..partitions.max(0) as usize).map(|p| (start + p) % shards.max(1)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shard::topics::{TopicMeta, TopicTable};
+
+    #[test]
+    fn assignment_is_deterministic_and_balanced() {
+        let a = assign("orders", 6, 2);
+        assert_eq!(a, assign("orders", 6, 2));
+        assert_eq!(a.iter().filter(|&&s| s == 0).count(), 3);
+        let mut table = TopicTable::default();
+        table.topics.insert(
+            "orders".into(),
+            TopicMeta { id: "00".into(), shards: a.clone(), configs: Default::default(), internal: false },
+        );
+        for p in 0..6 {
+            assert_eq!(owner(&table, "orders", p, 2), Some(a[p as usize]));
+        }
+        assert_eq!(owner(&table, "orders", 6, 2), None);
+        assert_eq!(owner(&table, "orders", -1, 2), None);
+        assert_eq!(owner(&table, "nope", 0, 2), None);
+        assert!(owner(&table, "orders", 1, 1) == Some(0), "folds onto fewer shards");
+    }
+}

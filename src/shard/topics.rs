@@ -1,0 +1,179 @@
+//! The topic table: names, partition counts, configs and which shard owns
+//! each partition. Persisted crash-safely in `<data dir>/topics.toml` (write
+//! new, fsync, rename) by the controller shard, and shipped read-only to
+//! every shard when it changes.
+
+use std::{collections::BTreeMap, path::Path};
+
+use serde::{Deserialize, Serialize};
+
+use crate::storage::{file::write_atomically, LogConfig};
+
+pub const TOPICS_FILE: &str = "topics.toml";
+const FORMAT_VERSION: u32 = 1;
+
+/// Topic configs the broker understands, as Kafka names them.
+pub const KNOWN_CONFIGS: &[&str] = &[
+    "cleanup.policy",
+    "retention.ms",
+    "retention.bytes",
+    "segment.bytes",
+    "segment.ms",
+    "max.message.bytes",
+    "index.interval.bytes",
+];
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct TopicTable {
+    pub version: u32,
+    pub topics: BTreeMap<String, TopicMeta>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct TopicMeta {
+    /// 16 random bytes, hex; Kafka's topic id.
+    pub id: String,
+    /// Owner shard index of each partition, by partition number.
+    pub shards: Vec<usize>,
+    #[serde(default)]
+    pub configs: BTreeMap<String, String>,
+    #[serde(default)]
+    pub internal: bool,
+}
+
+impl TopicMeta {
+    pub fn partitions(&self) -> i32 {
+        self.shards.len() as i32
+    }
+
+    pub fn id_bytes(&self) -> [u8; 16] {
+        let mut out = [0u8; 16];
+        for (i, b) in out.iter_mut().enumerate() {
+            *b = self.id.get(i * 2..i * 2 + 2).and_then(|h| u8::from_str_radix(h, 16).ok()).unwrap_or(0);
+        }
+        out
+    }
+}
+
+impl TopicTable {
+    pub fn load(data_dir: &Path) -> Result<Self, String> {
+        let path = data_dir.join(TOPICS_FILE);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(Self { version: FORMAT_VERSION, ..Self::default() })
+            }
+            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        };
+        let table: Self = toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        if table.version != FORMAT_VERSION {
+            return Err(format!("{}: unsupported format version {}", path.display(), table.version));
+        }
+        Ok(table)
+    }
+
+    pub fn save(&self, data_dir: &Path) -> std::io::Result<()> {
+        let text = toml::to_string(self).map_err(std::io::Error::other)?;
+        write_atomically(&data_dir.join(TOPICS_FILE), text.as_bytes())
+    }
+}
+
+/// Checks a topic name the way Kafka does: 1–249 chars of `[a-zA-Z0-9._-]`,
+/// not `.` or `..`.
+pub fn validate_topic_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > 249 {
+        return Err(format!("topic name must have 1 to 249 characters, not {}", name.len()));
+    }
+    if name == "." || name == ".." {
+        return Err("topic name cannot be '.' or '..'".into());
+    }
+    if let Some(c) = name.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))) {
+        return Err(format!("topic name contains illegal character {c:?}"));
+    }
+    Ok(())
+}
+
+/// The log settings of a topic: broker defaults overridden by its configs.
+pub fn log_config(configs: &BTreeMap<String, String>) -> Result<LogConfig, String> {
+    let mut c = LogConfig::default();
+    for (key, value) in configs {
+        let int = || value.parse::<i64>().map_err(|_| format!("config {key}={value:?} is not an integer"));
+        match key.as_str() {
+            "cleanup.policy" => match value.as_str() {
+                "delete" => c.compacted = false,
+                "compact" | "compact,delete" | "delete,compact" => c.compacted = true,
+                _ => return Err(format!("cleanup.policy must be delete or compact, not {value:?}")),
+            },
+            "retention.ms" => c.retention_ms = Some(int()?).filter(|v| *v >= 0),
+            "retention.bytes" => c.retention_bytes = u64::try_from(int()?).ok(),
+            "segment.bytes" => c.segment_bytes = positive(key, int()?)? as u64,
+            "segment.ms" => c.segment_ms = positive(key, int()?)?,
+            "max.message.bytes" => c.max_batch_bytes = positive(key, int()?)? as usize,
+            "index.interval.bytes" => c.index_interval_bytes = positive(key, int()?)? as u32,
+            other => return Err(format!("unknown topic config {other:?}")),
+        }
+    }
+    Ok(c.clamped())
+}
+
+fn positive(key: &str, v: i64) -> Result<i64, String> {
+    if v > 0 {
+        Ok(v)
+    } else {
+        Err(format!("config {key} must be positive, got {v}"))
+    }
+}
+
+/// A fresh random topic id, hex.
+pub fn new_topic_id() -> String {
+    let mut bytes = [0u8; 16];
+    if std::fs::File::open("/dev/urandom").and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes)).is_err() {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        bytes = nanos.to_le_bytes();
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_kafka_rules() {
+        assert!(validate_topic_name("orders.v1_x-2").is_ok());
+        assert!(validate_topic_name("").is_err());
+        assert!(validate_topic_name("..").is_err());
+        assert!(validate_topic_name("a/b").is_err());
+        assert!(validate_topic_name(&"x".repeat(250)).is_err());
+    }
+
+    #[test]
+    fn configs_map_to_log_settings() {
+        let mut m = BTreeMap::new();
+        m.insert("retention.ms".to_string(), "1000".to_string());
+        m.insert("cleanup.policy".to_string(), "compact".to_string());
+        m.insert("segment.bytes".to_string(), "1048576".to_string());
+        let c = log_config(&m).unwrap();
+        assert_eq!(c.retention_ms, Some(1000));
+        assert!(c.compacted);
+        assert_eq!(c.segment_bytes, 1 << 20);
+        m.insert("segment.bytes".to_string(), "-5".to_string());
+        assert!(log_config(&m).is_err());
+        let mut bad = BTreeMap::new();
+        bad.insert("nope".to_string(), "1".to_string());
+        assert!(log_config(&bad).is_err());
+    }
+
+    #[test]
+    fn table_round_trips_through_toml() {
+        let mut t = TopicTable { version: FORMAT_VERSION, ..TopicTable::default() };
+        t.topics.insert(
+            "a".into(),
+            TopicMeta { id: new_topic_id(), shards: vec![0, 1, 0], configs: BTreeMap::new(), internal: false },
+        );
+        let text = toml::to_string(&t).unwrap();
+        let back: TopicTable = toml::from_str(&text).unwrap();
+        assert_eq!(back, t);
+        assert_eq!(back.topics["a"].id_bytes().len(), 16);
+    }
+}
