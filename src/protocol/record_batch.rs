@@ -115,7 +115,8 @@ impl BatchHeader {
         }
         let batch_length = be_i32(buf, BATCH_LENGTH_AT);
         let total = i64::from(batch_length) + LOG_OVERHEAD as i64;
-        if total < HEADER_BYTES as i64 || total > max_batch_bytes as i64 {
+        let max = i64::try_from(max_batch_bytes).unwrap_or(i64::MAX);
+        if total < HEADER_BYTES as i64 || total > max {
             return Err(BatchError::BadLength { declared: total, max: max_batch_bytes });
         }
         let magic = buf[MAGIC_AT] as i8;

@@ -133,6 +133,10 @@ async fn accept_until_stopped(shard: &Rc<Shard>, listener: &TcpListener, stop: &
         .await;
         match accepted {
             Some(Ok(stream)) => {
+                if log::log_enabled!(log::Level::Debug) {
+                    let peer = stream.peer_addr().map_or_else(|_| "?".to_string(), |a| a.to_string());
+                    log::debug!("shard {}: accepted connection from {peer}", shard.id);
+                }
                 glommio::spawn_local(connection::serve(shard.clone(), stream)).detach();
             }
             Some(Err(e)) => log::warn!("shard {}: accept failed: {e}", shard.id),

@@ -2,6 +2,9 @@
 //! batch generators.
 #![allow(dead_code)]
 
+pub mod broker;
+pub mod wire;
+
 use std::{future::Future, path::Path, rc::Rc};
 
 use bytes::BytesMut;

@@ -1,0 +1,113 @@
+//! Runs the real `shardlog serve` binary on 127.0.0.1 for protocol tests.
+
+use std::{
+    io::{BufRead, BufReader},
+    net::TcpListener,
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    sync::mpsc,
+    time::Duration,
+};
+
+pub struct Broker {
+    child: Option<Child>,
+    pub port: u16,
+    pub data_dir: PathBuf,
+    pub cores: usize,
+    /// Lines the broker wrote to stderr (its log), collected in the background.
+    pub log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+/// A port nobody listens on right now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+impl Broker {
+    pub fn start(data_dir: &Path, cores: usize) -> Self {
+        Self::start_on(data_dir, free_port(), cores, &[])
+    }
+
+    pub fn start_on(data_dir: &Path, port: u16, cores: usize, env: &[(&str, &str)]) -> Self {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_shardlog"));
+        cmd.args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--cores", &cores.to_string()])
+            .arg("--data-dir")
+            .arg(data_dir)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("start shardlog serve");
+        let (tx, rx) = mpsc::channel();
+        let stdout = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if line.contains("listening on") {
+                    let _ = tx.send(());
+                }
+            }
+        });
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (stderr, sink) = (child.stderr.take().unwrap(), log.clone());
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                sink.lock().unwrap().push(line);
+            }
+        });
+        if rx.recv_timeout(Duration::from_secs(20)).is_err() {
+            let _ = child.kill();
+            panic!("broker did not start; log: {:?}", log.lock().unwrap());
+        }
+        Self { child: Some(child), port, data_dir: data_dir.to_path_buf(), cores, log }
+    }
+
+    pub fn bootstrap(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.as_ref().expect("running").id() as i32
+    }
+
+    /// SIGTERM, then wait: the broker must exit 0 after a clean shutdown.
+    pub fn stop(&mut self) {
+        let mut child = self.child.take().expect("running");
+        // kill(1) sends SIGTERM without unsafe code in the tests.
+        let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+        assert!(status.success());
+        let status = child.wait().unwrap();
+        assert!(status.success(), "broker exited with {status} after SIGTERM; log: {:?}", self.log.lock().unwrap());
+    }
+
+    /// SIGKILL: no chance to flush or close anything.
+    pub fn kill(&mut self) {
+        let mut child = self.child.take().expect("running");
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    /// Starts again on the same port and data directory.
+    pub fn restart(&mut self) {
+        let next = Self::start_on(&self.data_dir.clone(), self.port, self.cores, &[]);
+        *self = next;
+    }
+
+    /// CPU time (user + system) the broker process has used so far.
+    pub fn cpu_time(&self) -> Duration {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).unwrap();
+        let fields: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
+        let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+        let hz = 100; // USER_HZ on Linux
+        Duration::from_millis(ticks * 1000 / hz)
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
