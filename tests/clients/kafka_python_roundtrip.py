@@ -64,14 +64,16 @@ def verify(bootstrap, topic, manifest):
     consumer.assign(tps)
     consumer.seek_to_beginning()
     got = {}
+    last = {}
     deadline = time.time() + 180
     seen = 0
     while seen < total and time.time() < deadline:
         for tp, messages in consumer.poll(timeout_ms=500).items():
             part = got.setdefault(tp.partition, {})
             for m in messages:
-                if part:
-                    assert m.offset > max(part), f"partition {tp.partition} went back to {m.offset}"
+                previous = last.get(tp.partition, -1)
+                assert m.offset > previous, f"partition {tp.partition} went back from {previous} to {m.offset}"
+                last[tp.partition] = m.offset
                 part[m.offset] = (m.key, m.value, m.timestamp)
                 seen += 1
     assert seen == total, f"consumed {seen} of {total}"
