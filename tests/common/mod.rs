@@ -135,3 +135,8 @@ pub fn copy_dir(from: &Path, to: &Path) {
 pub fn tempdir() -> std::io::Result<tempfile::TempDir> {
     tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR"))
 }
+
+/// A random producer batch as plain bytes (for the wire-level tests).
+pub fn free_batch_bytes(rng: &mut Rng, records: usize) -> Vec<u8> {
+    random_batch(rng, records, 300).to_vec()
+}
