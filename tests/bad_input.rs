@@ -12,7 +12,9 @@ use std::{
 };
 
 use common::{broker::Broker, free_batch_bytes, wire::*, Rng};
-use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse, FetchResponse, MetadataRequest, MetadataResponse};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, FetchResponse, MetadataRequest, MetadataResponse,
+};
 
 fn raw(addr: &str, bytes: &[u8]) -> TcpStream {
     let mut s = TcpStream::connect(addr).unwrap();
@@ -114,7 +116,8 @@ fn bad_input_closes_only_that_connection_and_loses_nothing() {
     assert!(meta.topics.iter().any(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == "safe")));
     for p in 0..2 {
         let resp: FetchResponse = w3.call(ApiKey::Fetch, 12, &fetch_request("safe", &[(p, 0)], 0, 1));
-        let bases: Vec<i64> = batches(resp.responses[0].partitions[0].records.as_ref().unwrap()).iter().map(|b| b.0).collect();
+        let bases: Vec<i64> =
+            batches(resp.responses[0].partitions[0].records.as_ref().unwrap()).iter().map(|b| b.0).collect();
         let want: Vec<i64> = acked.iter().filter(|a| a.0 == p).map(|a| a.1).collect();
         assert_eq!(bases, want, "partition {p}: acknowledged batches intact");
     }
