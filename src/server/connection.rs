@@ -6,7 +6,7 @@
 use std::rc::Rc;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use futures_lite::AsyncReadExt;
 use glommio::net::TcpStream;
 use kafka_protocol::{
     messages::*,
@@ -47,7 +47,7 @@ pub async fn serve(shard: Rc<Shard>, mut stream: TcpStream) {
         shard.inflight.set(shard.inflight.get() - 1);
         match result {
             Ok(Some(response)) => {
-                if let Err(e) = stream.write_all(&response).await {
+                if let Err(e) = crate::server::vectored::write_all(&mut stream, response).await {
                     log::debug!("connection from {peer}: write failed: {e}");
                     return;
                 }
@@ -61,8 +61,24 @@ pub async fn serve(shard: Rc<Shard>, mut stream: TcpStream) {
     }
 }
 
-/// Decodes and answers one request. `Ok(None)`: no response is due (acks=0).
-async fn handle_frame(shard: &Rc<Shard>, mut frame: Bytes) -> Result<Option<Bytes>, String> {
+/// Decodes and answers one request: the response frame as buffers to write
+/// in order. `Ok(None)`: no response is due (acks=0).
+async fn handle_frame(shard: &Rc<Shard>, frame: Bytes) -> Result<Option<Vec<Bytes>>, String> {
+    let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
+    let version = i16::from_be_bytes([frame[2], frame[3]]);
+    if i16::from_be_bytes([frame[0], frame[1]]) == ApiKey::Fetch as i16 && handlers::supported(ApiKey::Fetch, version) {
+        let mut body = frame;
+        let header_version = ApiKey::Fetch.request_header_version(version);
+        RequestHeader::decode(&mut body, header_version).map_err(|e| format!("bad Fetch header: {e}"))?;
+        let req = FetchRequest::decode(&mut body, version).map_err(|e| decode_failed(ApiKey::Fetch, version, e))?;
+        let topics = handlers::fetch::handle(shard, req).await;
+        return Ok(Some(crate::server::fetch_encode::encode(correlation_id, version, &topics)));
+    }
+    Ok(handle_other(shard, frame).await?.map(|b| vec![b]))
+}
+
+/// Every API but Fetch: encoded by the protocol crate into one buffer.
+async fn handle_other(shard: &Rc<Shard>, mut frame: Bytes) -> Result<Option<Bytes>, String> {
     let api_key = i16::from_be_bytes([frame[0], frame[1]]);
     let version = i16::from_be_bytes([frame[2], frame[3]]);
     let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
@@ -111,11 +127,6 @@ async fn handle_frame(shard: &Rc<Shard>, mut frame: Bytes) -> Result<Option<Byte
                 Some(resp) => frame_response(header.correlation_id, version, &resp, response_header_version)?,
                 None => return Ok(None),
             }
-        }
-        ApiKey::Fetch => {
-            let req = FetchRequest::decode(body, version).map_err(bad)?;
-            let resp = handlers::fetch::handle(shard, req).await;
-            frame_response(header.correlation_id, version, &resp, response_header_version)?
         }
         ApiKey::ListOffsets => {
             let req = ListOffsetsRequest::decode(body, version).map_err(bad)?;

@@ -6,7 +6,9 @@
 
 pub mod config;
 pub mod connection;
+pub mod fetch_encode;
 pub mod handlers;
+mod vectored;
 
 use std::{
     rc::Rc,

@@ -1,7 +1,8 @@
 //! Fetch, versions 4–12, with long poll: the request is held until
 //! `min_bytes` are available or `max_wait_ms` passes, woken by appends on the
 //! owner shards (no polling loop). Every requested partition is echoed, even
-//! empty ones. Stored batches are returned as they are, never parsed.
+//! empty ones. Stored batches are returned as they are, never parsed, and
+//! reach the socket without a copy (see `server::fetch_encode`).
 
 use std::{
     collections::BTreeMap,
@@ -9,22 +10,21 @@ use std::{
     time::{Duration, Instant},
 };
 
-use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::{
-    fetch_response::{FetchableTopicResponse, PartitionData},
-    FetchRequest, FetchResponse,
-};
+use kafka_protocol::messages::FetchRequest;
 
-use crate::shard::{
-    messages::{codes, ReadItem, ReadOutcome},
-    router, Shard, ShardId, ShardRequest, ShardResponse,
+use crate::{
+    server::fetch_encode::{PartitionOut, TopicOut},
+    shard::{
+        messages::{codes, ReadItem, ReadOutcome},
+        router, Shard, ShardId, ShardRequest, ShardResponse,
+    },
 };
 
 /// Longest a fetch may be held, whatever the client asks: bounds how long
 /// a request pins its connection and memory.
 const MAX_WAIT_MS_MAX: u64 = 30_000;
 
-pub async fn handle(shard: &Rc<Shard>, request: FetchRequest) -> FetchResponse {
+pub async fn handle(shard: &Rc<Shard>, request: FetchRequest) -> Vec<TopicOut> {
     let wait = Duration::from_millis((request.max_wait_ms.max(0) as u64).min(MAX_WAIT_MS_MAX));
     let deadline = Instant::now() + wait;
     let min_bytes = request.min_bytes.max(0) as usize;
@@ -130,45 +130,22 @@ async fn wait_for_any(shard: &Rc<Shard>, items: &[ReadItem], wait: Duration) {
     .await;
 }
 
-fn respond(items: &[ReadItem], outcomes: Vec<ReadOutcome>) -> FetchResponse {
-    let mut response = FetchResponse::default();
-    response.session_id = 0;
+fn respond(items: &[ReadItem], outcomes: Vec<ReadOutcome>) -> Vec<TopicOut> {
+    let mut topics: Vec<TopicOut> = Vec::new();
     for (item, o) in items.iter().zip(outcomes) {
-        let mut p = PartitionData::default();
-        p.partition_index = item.partition;
-        p.error_code = o.error;
-        p.high_watermark = o.high_watermark;
-        // No transactions yet: everything below the high watermark is stable.
-        p.last_stable_offset = o.high_watermark;
-        p.log_start_offset = o.log_start;
-        p.aborted_transactions = Some(Vec::new());
-        p.preferred_read_replica = (-1).into();
-        p.records = Some(join(o.chunks));
-        match response.responses.last_mut().filter(|t| t.topic.0.as_str() == item.topic) {
+        let p = PartitionOut {
+            partition: item.partition,
+            error: o.error,
+            high_watermark: o.high_watermark,
+            // No transactions yet: everything below the high watermark is stable.
+            last_stable_offset: o.high_watermark,
+            log_start: o.log_start,
+            records: o.chunks,
+        };
+        match topics.last_mut().filter(|t| t.name == item.topic) {
             Some(t) => t.partitions.push(p),
-            None => {
-                let mut t = FetchableTopicResponse::default();
-                t.topic = kafka_protocol::messages::TopicName(crate::server::handlers::str_bytes(&item.topic));
-                t.partitions.push(p);
-                response.responses.push(t);
-            }
+            None => topics.push(TopicOut { name: item.topic.clone(), partitions: vec![p] }),
         }
     }
-    response
-}
-
-/// One buffer for the records field: free for a single chunk, a copy when a
-/// read spans several cached batches.
-fn join(chunks: Vec<Bytes>) -> Bytes {
-    match chunks.len() {
-        0 => Bytes::new(),
-        1 => chunks.into_iter().next().expect("one chunk"),
-        _ => {
-            let mut out = BytesMut::with_capacity(chunks.iter().map(Bytes::len).sum());
-            for c in &chunks {
-                out.extend_from_slice(c);
-            }
-            out.freeze()
-        }
-    }
+    topics
 }
