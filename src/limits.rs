@@ -10,6 +10,12 @@ pub const BATCH_BYTES_MAX: usize = 16 << 20;
 /// Default per-log batch limit: 1 MiB of records plus headroom for headers.
 pub const BATCH_BYTES_DEFAULT: usize = (1 << 20) + 4096;
 
+/// Requests one connection may have in flight (read but not yet answered).
+/// Enough for Kafka clients' pipelining (librdkafka and the Java client
+/// default to 5); past it the connection stops reading, so a client cannot
+/// make the broker buffer without bound.
+pub const REQUESTS_IN_FLIGHT_MAX: usize = 16;
+
 /// Largest single DMA write when queued appends are flushed together. Bounds
 /// the aligned staging buffer; a lone batch larger than this is written alone.
 pub const WRITE_BYTES_MAX: usize = 4 << 20;

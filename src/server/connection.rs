@@ -3,7 +3,12 @@
 //! order. A malformed frame, an unknown API key or an oversized length closes
 //! this connection only, logged with the peer address.
 
-use std::rc::Rc;
+use std::{
+    cell::RefCell,
+    pin::Pin,
+    rc::Rc,
+    task::{Context, Poll},
+};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use futures_lite::AsyncReadExt;
@@ -14,6 +19,7 @@ use kafka_protocol::{
 };
 
 use crate::{
+    limits,
     server::handlers::{self, api_versions},
     shard::Shard,
 };
@@ -21,44 +27,106 @@ use crate::{
 /// Smallest valid frame: api key, api version, correlation id.
 const FRAME_BYTES_MIN: usize = 8;
 
-pub async fn serve(shard: Rc<Shard>, mut stream: TcpStream) {
+/// A connection's stream, read by the frame reader and written by the
+/// response writer, which run as two tasks on the same shard. Each poll
+/// borrows it briefly; no borrow outlives a poll.
+#[derive(Clone)]
+struct SharedStream(Rc<RefCell<TcpStream>>);
+
+impl futures_lite::AsyncRead for SharedStream {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut *self.0.borrow_mut()).poll_read(cx, buf)
+    }
+}
+
+impl futures_lite::AsyncWrite for SharedStream {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut *self.0.borrow_mut()).poll_write(cx, buf)
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut *self.0.borrow_mut()).poll_flush(cx)
+    }
+    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut *self.0.borrow_mut()).poll_close(cx)
+    }
+}
+
+/// What the reader hands the writer, in request order.
+enum Next {
+    Response(glommio::task::JoinHandle<Result<Option<Vec<Bytes>>, String>>),
+    Close(String),
+}
+
+/// Serves one connection: a reader task decodes frames and starts a handler
+/// task for each (so a client's pipelined requests run concurrently and
+/// durable produces share fsyncs), while this task writes the responses in
+/// request order. At most `REQUESTS_IN_FLIGHT_MAX` are outstanding.
+pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
     let peer = stream.peer_addr().map_or_else(|_| "unknown peer".to_string(), |a| a.to_string());
     let _ = stream.set_nodelay(true);
-    loop {
-        let mut len = [0u8; 4];
-        if stream.read_exact(&mut len).await.is_err() {
-            return; // closed by the client
-        }
-        let size = i32::from_be_bytes(len);
-        if size < FRAME_BYTES_MIN as i32 || size as usize > shard.settings.max_request_bytes {
-            log::warn!(
-                "closing connection from {peer}: request size {size} outside [{FRAME_BYTES_MIN}, {}]",
-                shard.settings.max_request_bytes
-            );
-            return;
-        }
-        let mut frame = BytesMut::zeroed(size as usize);
-        if let Err(e) = stream.read_exact(&mut frame).await {
-            log::debug!("connection from {peer}: closed mid-request: {e}");
-            return;
-        }
-        shard.inflight.set(shard.inflight.get() + 1);
-        let result = handle_frame(&shard, frame.freeze()).await;
-        shard.inflight.set(shard.inflight.get() - 1);
-        match result {
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
+    let stream = SharedStream(Rc::new(RefCell::new(stream)));
+    let (tx, rx) = glommio::channels::local_channel::new_bounded::<Next>(limits::REQUESTS_IN_FLIGHT_MAX);
+    let reader = glommio::spawn_local(read_frames(shard.clone(), stream.clone(), tx, peer.clone())).detach();
+    let mut writer = stream;
+    while let Some(next) = rx.recv().await {
+        let outcome = match next {
+            Next::Response(task) => task.await.unwrap_or_else(|| Err("request handler was cancelled".into())),
+            Next::Close(reason) => Err(reason),
+        };
+        match outcome {
             Ok(Some(response)) => {
-                if let Err(e) = crate::server::vectored::write_all(&mut stream, response).await {
+                if let Err(e) = crate::server::vectored::write_all(fd, &mut writer, response).await {
                     log::debug!("connection from {peer}: write failed: {e}");
-                    return;
+                    break;
                 }
             }
             Ok(None) => {}
             Err(reason) => {
                 log::warn!("closing connection from {peer}: {reason}");
-                return;
+                break;
             }
         }
     }
+    reader.cancel();
+}
+
+async fn read_frames(
+    shard: Rc<Shard>,
+    mut stream: SharedStream,
+    tx: glommio::channels::local_channel::LocalSender<Next>,
+    peer: String,
+) {
+    loop {
+        let mut len = [0u8; 4];
+        if stream.read_exact(&mut len).await.is_err() {
+            break; // closed by the client
+        }
+        let size = i32::from_be_bytes(len);
+        if size < FRAME_BYTES_MIN as i32 || size as usize > shard.settings.max_request_bytes {
+            let reason =
+                format!("request size {size} outside [{FRAME_BYTES_MIN}, {}]", shard.settings.max_request_bytes);
+            let _ = tx.send(Next::Close(reason)).await;
+            break;
+        }
+        let mut frame = BytesMut::zeroed(size as usize);
+        if let Err(e) = stream.read_exact(&mut frame).await {
+            log::debug!("connection from {peer}: closed mid-request: {e}");
+            break;
+        }
+        let shard = shard.clone();
+        let task = glommio::spawn_local(async move {
+            shard.inflight.set(shard.inflight.get() + 1);
+            let result = handle_frame(&shard, frame.freeze()).await;
+            shard.inflight.set(shard.inflight.get() - 1);
+            result
+        })
+        .detach();
+        if tx.send(Next::Response(task)).await.is_err() {
+            break; // the writer stopped
+        }
+    }
+    // Dropping `tx` ends the writer after the responses already queued.
 }
 
 /// Decodes and answers one request: the response frame as buffers to write

@@ -41,6 +41,11 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
     let (advertised_host, advertised_port) = config.advertised()?;
     std::fs::create_dir_all(&config.data_dir)
         .map_err(|e| format!("cannot create {}: {e}", config.data_dir.display()))?;
+    let _lock = lock_data_dir(&config.data_dir)?;
+    // Shards bind with SO_REUSEPORT, which would let a second broker share
+    // the port silently and split its clients. A plain bind first fails if
+    // anyone (another shardlog included) already listens there.
+    drop(std::net::TcpListener::bind(listen).map_err(|e| format!("cannot listen on {listen}: {e}"))?);
     let table = Arc::new(TopicTable::load(&config.data_dir)?);
     let settings = Arc::new(BrokerSettings {
         node_id: config.node_id,
@@ -90,6 +95,20 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
         }
     }
     failure.map_or(Ok(()), Err)
+}
+
+/// Holds an exclusive lock on `<data dir>/.lock` for the broker's lifetime,
+/// so two brokers never open the same logs.
+fn lock_data_dir(dir: &std::path::Path) -> Result<std::fs::File, String> {
+    let path = dir.join(".lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    file.try_lock().map_err(|_| format!("{} is in use by another shardlog process", dir.display()))?;
+    Ok(file)
 }
 
 async fn run_shard(

@@ -6,24 +6,21 @@
 
 #![allow(unsafe_code)]
 
-use std::{
-    io::{self, IoSlice},
-    os::fd::AsRawFd,
-};
+use std::io::{self, IoSlice};
 
 use bytes::{Buf, Bytes};
-use futures_lite::AsyncWriteExt;
-use glommio::net::TcpStream;
+use futures_lite::{AsyncWrite, AsyncWriteExt};
 
 /// Most buffers handed to one `writev` (Linux's IOV_MAX).
 const IOV_MAX: usize = 1024;
 
-pub async fn write_all(stream: &mut TcpStream, mut parts: Vec<Bytes>) -> io::Result<()> {
+/// Writes every part to the socket `fd`, which `stream` wraps.
+pub async fn write_all(fd: i32, stream: &mut (impl AsyncWrite + Unpin), mut parts: Vec<Bytes>) -> io::Result<()> {
     parts.retain(|p| !p.is_empty());
     let mut first = 0;
     while first < parts.len() {
         let slices: Vec<IoSlice<'_>> = parts[first..].iter().take(IOV_MAX).map(|p| IoSlice::new(p)).collect();
-        match writev(stream.as_raw_fd(), &slices) {
+        match writev(fd, &slices) {
             Ok(mut written) => {
                 while written > 0 {
                     let n = written.min(parts[first].len());

@@ -1,0 +1,335 @@
+//! Produce and fetch throughput of one broker shard, driven by a small
+//! pinned client, against raw loopback TCP measured in the same run with the
+//! same frame sizes and the same pipelining.
+//!
+//! `cargo bench --bench protocol [-- --quick]`
+//!
+//! The broker runs with `--cores 1` pinned to core 0; the client (and the raw
+//! TCP peer's client side) on core 1. Medians over repetitions.
+
+use std::{
+    io::{Read, Write},
+    net::{TcpListener, TcpStream},
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::{
+    messages::*,
+    protocol::{Decodable, Encodable, StrBytes},
+};
+use shardlog::protocol::record_batch::{encode_batch, Record};
+
+const RECORD_BYTES: usize = 1024;
+const RECORDS_PER_BATCH: usize = 64;
+const PIPELINE: usize = 8;
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let reps = if quick { 3 } else { 5 };
+    let total_bytes: usize = if quick { 64 << 20 } else { 256 << 20 };
+    core_affinity::set_for_current(core_affinity::CoreId { id: 1 });
+    print_header(reps, total_bytes);
+    let batch = batch();
+    let requests = total_bytes / batch.len();
+    let mut rows: Vec<(String, Vec<f64>, Vec<f64>)> = Vec::new();
+    let mut produce1 = (Vec::new(), Vec::new());
+    let mut produce_all = (Vec::new(), Vec::new());
+    let mut fetch = (Vec::new(), Vec::new());
+    for rep in 0..reps {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-data/protocol");
+        let _ = std::fs::remove_dir_all(&dir);
+        let broker = start_broker(&dir);
+        let addr = "127.0.0.1:29092";
+        create_topic(addr, "bench");
+        for (acks, out) in [(1i16, &mut produce1), (-1, &mut produce_all)] {
+            let frame = produce_frame("bench", &batch, acks);
+            let (bytes, elapsed, response_len) = run_produce(addr, &frame, requests);
+            out.0.push(mb(bytes, elapsed));
+            let (rb, re) = raw_round_trips(&frame, response_len, requests);
+            out.1.push(mb(rb, re));
+        }
+        let (bytes, elapsed, sizes) = run_fetch(addr, "bench");
+        fetch.0.push(mb(bytes, elapsed));
+        let (rb, re) = raw_fetch(&sizes);
+        fetch.1.push(mb(rb, re));
+        drop(broker);
+        let _ = std::fs::remove_dir_all(&dir);
+        eprintln!("repetition {} of {reps} done", rep + 1);
+    }
+    rows.push((
+        format!("produce acks=1, {}-record batches of {RECORD_BYTES} B, {PIPELINE} in flight", RECORDS_PER_BATCH),
+        produce1.0,
+        produce1.1,
+    ));
+    rows.push((format!("produce acks=all, same"), produce_all.0, produce_all.1));
+    rows.push(("fetch from offset 0 to the end, 1 MiB per request, 1 in flight".to_string(), fetch.0, fetch.1));
+    println!("| measurement | shardlog MB/s | raw loopback TCP MB/s | ratio |\n|---|---:|---:|---:|");
+    for (what, ours, raw) in rows {
+        let (o, r) = (median(ours), median(raw));
+        println!("| {what} | {o:.0} | {r:.0} | {:.2} |", o / r);
+    }
+}
+
+fn print_header(reps: usize, total: usize) {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_default();
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let commit = Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    println!("# shardlog protocol bench");
+    println!(
+        "machine: {cpu}, {} cores, kernel {}",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        kernel.trim()
+    );
+    println!("commit: {commit}");
+    println!(
+        "params: broker --cores 1 on core 0, client on core 1, {} MiB per run, {reps} repetitions, medians\n",
+        total >> 20
+    );
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn mb(bytes: usize, elapsed: Duration) -> f64 {
+    bytes as f64 / elapsed.as_secs_f64() / 1e6
+}
+
+fn batch() -> Bytes {
+    let value = vec![0x5au8; RECORD_BYTES];
+    let records: Vec<Record<'_>> =
+        (0..RECORDS_PER_BATCH).map(|i| Record { key: None, value: Some(&value), timestamp_delta: i as i64 }).collect();
+    Bytes::from(encode_batch(&records, 1_700_000_000_000))
+}
+
+/// The broker process, killed when dropped (also when the bench panics).
+struct BrokerProcess(Child);
+
+impl Drop for BrokerProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_broker(dir: &std::path::Path) -> BrokerProcess {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_shardlog"))
+        .args(["serve", "--listen", "127.0.0.1:29092", "--cores", "1", "--cpuset", "0"])
+        .arg("--data-dir")
+        .arg(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start broker");
+    let mut out = child.stdout.take().unwrap();
+    let mut seen = Vec::new();
+    let mut b = [0u8; 256];
+    while !String::from_utf8_lossy(&seen).contains("listening") {
+        let n = out.read(&mut b).unwrap();
+        assert!(n > 0, "broker exited");
+        seen.extend_from_slice(&b[..n]);
+    }
+    BrokerProcess(child)
+}
+
+fn frame<Req: Encodable>(key: ApiKey, version: i16, req: &Req) -> Vec<u8> {
+    let mut header = RequestHeader::default();
+    header.request_api_key = key as i16;
+    header.request_api_version = version;
+    header.correlation_id = 1;
+    header.client_id = Some(StrBytes::from_static_str("bench"));
+    let mut body = BytesMut::new();
+    header.encode(&mut body, key.request_header_version(version)).unwrap();
+    req.encode(&mut body, version).unwrap();
+    let mut out = Vec::with_capacity(body.len() + 4);
+    out.put_i32(body.len() as i32);
+    out.extend_from_slice(&body);
+    out
+}
+
+fn read_frame(s: &mut TcpStream, buf: &mut Vec<u8>) -> usize {
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).unwrap();
+    let n = i32::from_be_bytes(len) as usize;
+    buf.resize(n, 0);
+    s.read_exact(buf).unwrap();
+    n + 4
+}
+
+fn create_topic(addr: &str, name: &str) {
+    let mut t = create_topics_request::CreatableTopic::default();
+    t.name = TopicName(StrBytes::from_string(name.into()));
+    t.num_partitions = 1;
+    t.replication_factor = 1;
+    let mut req = CreateTopicsRequest::default();
+    req.topics.push(t);
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.write_all(&frame(ApiKey::CreateTopics, 7, &req)).unwrap();
+    read_frame(&mut s, &mut Vec::new());
+}
+
+fn produce_frame(topic: &str, batch: &Bytes, acks: i16) -> Vec<u8> {
+    let mut pd = produce_request::PartitionProduceData::default();
+    pd.index = 0;
+    pd.records = Some(batch.clone());
+    let mut td = produce_request::TopicProduceData::default();
+    td.name = TopicName(StrBytes::from_string(topic.into()));
+    td.partition_data.push(pd);
+    let mut req = ProduceRequest::default();
+    req.acks = acks;
+    req.timeout_ms = 30_000;
+    req.topic_data.push(td);
+    frame(ApiKey::Produce, 9, &req)
+}
+
+/// Sends `count` copies of `frame`, keeping PIPELINE in flight. Returns the
+/// record bytes sent, the time, and the size of one response.
+fn run_produce(addr: &str, frame: &[u8], count: usize) -> (usize, Duration, usize) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_nodelay(true).unwrap();
+    let mut buf = Vec::new();
+    let start = Instant::now();
+    let (mut sent, mut received, mut response_len) = (0, 0, 0);
+    while received < count {
+        while sent < count && sent - received < PIPELINE {
+            s.write_all(frame).unwrap();
+            sent += 1;
+        }
+        response_len = read_frame(&mut s, &mut buf);
+        let resp = ProduceResponse::decode(&mut Bytes::from(buf[5..].to_vec()), 9).unwrap();
+        let pr = &resp.responses[0].partition_responses[0];
+        assert_eq!(pr.error_code, 0, "produce failed: {:?}", pr.error_message);
+        received += 1;
+    }
+    (count * frame.len(), start.elapsed(), response_len)
+}
+
+/// The raw baseline for produce: the same frames through a plain TCP peer
+/// (pinned to core 0) that reads each frame and answers with a response of
+/// the broker's response size.
+fn raw_round_trips(frame: &[u8], response_len: usize, count: usize) -> (usize, Duration) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = std::thread::spawn(move || {
+        core_affinity::set_for_current(core_affinity::CoreId { id: 0 });
+        let (mut s, _) = listener.accept().unwrap();
+        s.set_nodelay(true).unwrap();
+        let mut response = vec![0u8; response_len];
+        response[..4].copy_from_slice(&((response_len - 4) as i32).to_be_bytes());
+        let mut buf = Vec::new();
+        for _ in 0..count {
+            read_frame(&mut s, &mut buf);
+            s.write_all(&response).unwrap();
+        }
+    });
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_nodelay(true).unwrap();
+    let mut buf = Vec::new();
+    let start = Instant::now();
+    let (mut sent, mut received) = (0, 0);
+    while received < count {
+        while sent < count && sent - received < PIPELINE {
+            s.write_all(frame).unwrap();
+            sent += 1;
+        }
+        read_frame(&mut s, &mut buf);
+        received += 1;
+    }
+    let elapsed = start.elapsed();
+    server.join().unwrap();
+    (count * frame.len(), elapsed)
+}
+
+/// Fetches the whole partition from offset 0, one request at a time.
+/// Returns the record bytes received, the time, and each response's size.
+fn run_fetch(addr: &str, topic: &str) -> (usize, Duration, Vec<usize>) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_nodelay(true).unwrap();
+    let mut buf = Vec::new();
+    let mut offset = 0i64;
+    let mut bytes = 0;
+    let mut sizes = Vec::new();
+    let start = Instant::now();
+    loop {
+        let mut fp = fetch_request::FetchPartition::default();
+        fp.partition = 0;
+        fp.fetch_offset = offset;
+        fp.partition_max_bytes = 1 << 20;
+        let mut ft = fetch_request::FetchTopic::default();
+        ft.topic = TopicName(StrBytes::from_string(topic.into()));
+        ft.partitions.push(fp);
+        let mut req = FetchRequest::default();
+        req.replica_id = (-1).into();
+        req.max_bytes = 1 << 20;
+        req.min_bytes = 1;
+        req.max_wait_ms = 0;
+        req.topics.push(ft);
+        s.write_all(&frame(ApiKey::Fetch, 12, &req)).unwrap();
+        let size = read_frame(&mut s, &mut buf);
+        let resp = FetchResponse::decode(&mut Bytes::from(buf[5..].to_vec()), 12).unwrap();
+        let p = &resp.responses[0].partitions[0];
+        let records = p.records.clone().unwrap_or_default();
+        if records.is_empty() {
+            break;
+        }
+        sizes.push(size);
+        bytes += records.len();
+        let mut at = 0;
+        while at + 61 <= records.len() {
+            let base = i64::from_be_bytes(records[at..at + 8].try_into().unwrap());
+            let len = i32::from_be_bytes(records[at + 8..at + 12].try_into().unwrap()) as usize + 12;
+            let delta = i32::from_be_bytes(records[at + 23..at + 27].try_into().unwrap());
+            offset = base + i64::from(delta) + 1;
+            at += len;
+        }
+    }
+    (bytes, start.elapsed(), sizes)
+}
+
+/// The raw baseline for fetch: a TCP peer answers each small request with a
+/// pre-built response of the size the broker sent.
+fn raw_fetch(sizes: &[usize]) -> (usize, Duration) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let plan = sizes.to_vec();
+    let server = std::thread::spawn(move || {
+        core_affinity::set_for_current(core_affinity::CoreId { id: 0 });
+        let (mut s, _) = listener.accept().unwrap();
+        s.set_nodelay(true).unwrap();
+        let biggest = plan.iter().copied().max().unwrap_or(4);
+        let mut response = vec![7u8; biggest];
+        let mut buf = Vec::new();
+        for size in plan {
+            read_frame(&mut s, &mut buf);
+            response[..4].copy_from_slice(&((size - 4) as i32).to_be_bytes());
+            s.write_all(&response[..size]).unwrap();
+        }
+    });
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_nodelay(true).unwrap();
+    let request = vec![0u8, 0, 0, 60].into_iter().chain(std::iter::repeat_n(0u8, 60)).collect::<Vec<u8>>();
+    let mut buf = Vec::new();
+    let mut bytes = 0;
+    let start = Instant::now();
+    for _ in sizes {
+        s.write_all(&request).unwrap();
+        bytes += read_frame(&mut s, &mut buf);
+    }
+    let elapsed = start.elapsed();
+    server.join().unwrap();
+    (bytes, elapsed)
+}
