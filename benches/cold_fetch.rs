@@ -14,7 +14,10 @@ use std::{
     fs::File,
     io::{Read, Write},
     net::{TcpListener, TcpStream},
-    os::{fd::AsRawFd, unix::fs::{FileExt, OpenOptionsExt}},
+    os::{
+        fd::AsRawFd,
+        unix::fs::{FileExt, OpenOptionsExt},
+    },
     path::Path,
     time::{Duration, Instant},
 };
@@ -32,7 +35,11 @@ fn main() {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("segment.log");
     write_file(&path);
-    println!("# cold fetch data path: {} MiB file, {} KiB per read, {REPS} repetitions, medians", FILE_BYTES >> 20, CHUNK >> 10);
+    println!(
+        "# cold fetch data path: {} MiB file, {} KiB per read, {REPS} repetitions, medians",
+        FILE_BYTES >> 20,
+        CHUNK >> 10
+    );
     let (mut direct, mut splice) = (Vec::new(), Vec::new());
     for _ in 0..REPS {
         drop_cache(&path);
@@ -120,7 +127,8 @@ fn splice_to_socket(path: &Path, s: &mut TcpStream) {
             .build()
             .flags(squeue::Flags::IO_LINK)
             .user_data(1);
-        let out = opcode::Splice::new(types::Fd(fds[0]), -1, types::Fd(s.as_raw_fd()), -1, CHUNK as u32).build().user_data(2);
+        let out =
+            opcode::Splice::new(types::Fd(fds[0]), -1, types::Fd(s.as_raw_fd()), -1, CHUNK as u32).build().user_data(2);
         // SAFETY: the entries reference descriptors that outlive the ring's use.
         unsafe {
             ring.submission().push(&into_pipe).unwrap();

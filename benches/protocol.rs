@@ -82,8 +82,19 @@ fn main() {
         produce1.1,
     ));
     rows.push((format!("produce acks=all, same"), produce_all.0, produce_all.1));
-    rows.push(("fetch from offset 0 to the end (mostly cold: direct-I/O reads), 1 MiB per request".to_string(), fetch.0, fetch.1));
-    rows.push((format!("fetch the tail ({} MiB, from the batch cache) {TAIL_ROUNDS} times, 1 MiB per request", TAIL_RECORDS * RECORD_BYTES >> 20), tail.0, tail.1));
+    rows.push((
+        "fetch from offset 0 to the end (mostly cold: direct-I/O reads), 1 MiB per request".to_string(),
+        fetch.0,
+        fetch.1,
+    ));
+    rows.push((
+        format!(
+            "fetch the tail ({} MiB, from the batch cache) {TAIL_ROUNDS} times, 1 MiB per request",
+            TAIL_RECORDS * RECORD_BYTES >> 20
+        ),
+        tail.0,
+        tail.1,
+    ));
     println!("| measurement | shardlog MB/s | raw loopback TCP MB/s | ratio |\n|---|---:|---:|---:|");
     for (what, ours, raw) in rows {
         let (o, r) = (median(ours), median(raw));

@@ -191,6 +191,8 @@ async fn handle_other(shard: &Rc<Shard>, mut frame: Bytes) -> Result<Option<Byte
         }
         ApiKey::Produce => {
             let req = ProduceRequest::decode(body, version).map_err(bad)?;
+            // Release the frame's hold on the buffer the records point into.
+            *body = Bytes::new();
             match handlers::produce::handle(shard, req).await {
                 Some(resp) => frame_response(header.correlation_id, version, &resp, response_header_version)?,
                 None => return Ok(None),

@@ -40,11 +40,13 @@ pub async fn handle(shard: &Rc<Shard>, request: ProduceRequest) -> Option<Produc
     auto_create(shard, &request).await;
     let table = shard.topics();
     let mut tasks = Vec::new();
-    for topic in &request.topic_data {
+    // Take the records out of the request, so a batch whose buffer nobody
+    // else shares can be appended without a copy (see `split_batches`).
+    for topic in request.topic_data {
         let name = topic.name.0.to_string();
-        for p in &topic.partition_data {
+        for p in topic.partition_data {
             let owner = router::owner(&table, &name, p.index, shard.count);
-            let (shard, name, index, records) = (shard.clone(), name.clone(), p.index, p.records.clone());
+            let (shard, name, index, records) = (shard.clone(), name.clone(), p.index, p.records);
             tasks.push(glommio::spawn_local(async move {
                 let result = match (owner, records) {
                     (None, _) => failed(codes::UNKNOWN_TOPIC_OR_PARTITION, None),
