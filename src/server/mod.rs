@@ -43,9 +43,9 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
         .map_err(|e| format!("cannot create {}: {e}", config.data_dir.display()))?;
     let _lock = lock_data_dir(&config.data_dir)?;
     // Shards bind with SO_REUSEPORT, which would let a second broker share
-    // the port silently and split its clients. A plain bind first fails if
-    // anyone (another shardlog included) already listens there.
-    drop(std::net::TcpListener::bind(listen).map_err(|e| format!("cannot listen on {listen}: {e}"))?);
+    // the port silently and split its clients: refuse if anything already
+    // accepts connections there.
+    refuse_if_listening(listen)?;
     let table = Arc::new(TopicTable::load(&config.data_dir)?);
     let settings = Arc::new(BrokerSettings {
         node_id: config.node_id,
@@ -95,6 +95,17 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
         }
     }
     failure.map_or(Ok(()), Err)
+}
+
+fn refuse_if_listening(listen: std::net::SocketAddr) -> Result<(), String> {
+    let mut probe = listen;
+    if probe.ip().is_unspecified() {
+        probe.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+    }
+    match std::net::TcpStream::connect_timeout(&probe, Duration::from_millis(200)) {
+        Ok(_) => Err(format!("cannot listen on {listen}: another process is already listening there")),
+        Err(_) => Ok(()),
+    }
 }
 
 /// Holds an exclusive lock on `<data dir>/.lock` for the broker's lifetime,
