@@ -103,6 +103,9 @@ fn refuse_if_listening(listen: std::net::SocketAddr) -> Result<(), String> {
         probe.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
     }
     match std::net::TcpStream::connect_timeout(&probe, Duration::from_millis(200)) {
+        // A connect to a free port in the ephemeral range can, rarely, pick
+        // that very port as its source and connect to itself.
+        Ok(s) if s.local_addr().ok() == s.peer_addr().ok() => Ok(()),
         Ok(_) => Err(format!("cannot listen on {listen}: another process is already listening there")),
         Err(_) => Ok(()),
     }

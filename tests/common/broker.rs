@@ -18,9 +18,20 @@ pub struct Broker {
     pub log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
-/// A port nobody listens on right now.
+/// A port nobody listens on right now, below the ephemeral range
+/// (32768–60999), so no client connection can be using it as its source
+/// port when the broker restarts on it.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    let seed = std::process::id() as u64
+        ^ std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+    let mut rng = super::Rng::new(seed);
+    for _ in 0..1000 {
+        let port = 20_000 + rng.below(12_000) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in 20000..32000");
 }
 
 impl Broker {
