@@ -30,6 +30,8 @@ const MESH_CHANNEL_CAPACITY: usize = 1024;
 /// Added to the start counter by a shard that failed to start, so the main
 /// thread stops waiting and reports it.
 const FAILED_TO_START: usize = 1 << 20;
+/// How long start-up waits for a previous broker's listening sockets to go.
+const PORT_RELEASE_WAIT: Duration = Duration::from_secs(3);
 /// How long shutdown waits for in-flight requests before closing logs.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
@@ -97,18 +99,63 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
     failure.map_or(Ok(()), Err)
 }
 
+/// Refuses to start while something accepts connections on `listen`. A
+/// broker that just exited can leave its listening sockets behind for a
+/// moment (io_uring tears down asynchronously, and after SIGKILL nothing
+/// shuts them down first), so this waits up to `PORT_RELEASE_WAIT` for them.
 fn refuse_if_listening(listen: std::net::SocketAddr) -> Result<(), String> {
     let mut probe = listen;
     if probe.ip().is_unspecified() {
         probe.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
     }
-    match std::net::TcpStream::connect_timeout(&probe, Duration::from_millis(200)) {
-        // A connect to a free port in the ephemeral range can, rarely, pick
-        // that very port as its source and connect to itself.
-        Ok(s) if s.local_addr().ok() == s.peer_addr().ok() => Ok(()),
-        Ok(_) => Err(format!("cannot listen on {listen}: another process is already listening there")),
-        Err(_) => Ok(()),
+    let give_up = Instant::now() + PORT_RELEASE_WAIT;
+    loop {
+        match std::net::TcpStream::connect_timeout(&probe, Duration::from_millis(200)) {
+            // A connect to a free port in the ephemeral range can, rarely,
+            // pick that very port as its source and connect to itself.
+            Ok(s) if s.local_addr().ok() == s.peer_addr().ok() => return Ok(()),
+            Ok(_) if Instant::now() < give_up => std::thread::sleep(Duration::from_millis(50)),
+            Ok(_) => return Err(format!("cannot listen on {listen}: another process is already listening there")),
+            Err(_) => return Ok(()),
+        }
     }
+}
+
+/// A shard's listening socket, with its descriptor kept so shutdown can
+/// take it out of LISTEN state (glommio's listener does not expose it).
+struct Listener {
+    socket: TcpListener,
+    fd: i32,
+}
+
+/// Binds `addr` with SO_REUSEPORT (every shard listens on it; the kernel
+/// spreads connections) and SO_REUSEADDR (restart while old connections
+/// linger in TIME_WAIT).
+#[allow(unsafe_code)]
+fn bind(addr: std::net::SocketAddr) -> std::io::Result<Listener> {
+    use std::os::fd::IntoRawFd;
+    let socket = socket2::Socket::new(socket2::Domain::for_address(addr), socket2::Type::STREAM, None)?;
+    socket.set_reuse_port(true)?;
+    socket.set_reuse_address(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(1024)?;
+    let fd = socket.into_raw_fd();
+    // SAFETY: `fd` is a bound, listening TCP socket whose ownership moves
+    // into glommio's listener here; nothing else closes it.
+    let socket = unsafe { <TcpListener as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    Ok(Listener { socket, fd })
+}
+
+/// Takes a listening socket out of LISTEN state now. Dropping it is not
+/// enough: an accept still queued in io_uring keeps the socket alive (and
+/// in the SO_REUSEPORT group, taking connections nobody accepts) until the
+/// ring has cancelled it.
+#[allow(unsafe_code)]
+fn stop_listening(fd: i32) {
+    // SAFETY: shutdown(2) on a descriptor the listener still owns (it is
+    // dropped after this call); it touches no memory of ours.
+    unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
 }
 
 /// Holds an exclusive lock on `<data dir>/.lock` for the broker's lifetime,
@@ -137,7 +184,7 @@ async fn run_shard(
     let shard = Shard::new(settings, senders, table.clone());
     shard.serve_peers(receivers);
     shard.apply_topics(table).await;
-    let listener = match TcpListener::bind(listen) {
+    let listener = match bind(listen) {
         Ok(l) => l,
         Err(e) => {
             ready.fetch_add(FAILED_TO_START, Ordering::AcqRel);
@@ -146,7 +193,8 @@ async fn run_shard(
         }
     };
     ready.fetch_add(1, Ordering::AcqRel);
-    accept_until_stopped(&shard, &listener, &stop).await;
+    accept_until_stopped(&shard, &listener.socket, &stop).await;
+    stop_listening(listener.fd);
     drop(listener);
     let grace_end = Instant::now() + SHUTDOWN_GRACE;
     while shard.inflight.get() > 0 && Instant::now() < grace_end {

@@ -68,7 +68,9 @@ impl Broker {
         });
         if rx.recv_timeout(Duration::from_secs(20)).is_err() {
             let _ = child.kill();
-            panic!("broker did not start; log: {:?}", log.lock().unwrap());
+            let sockets =
+                Command::new("ss").arg("-ltnp").output().map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+            panic!("broker did not start; log: {:?}; listening sockets: {sockets:?}", log.lock().unwrap());
         }
         Self { child: Some(child), port, data_dir: data_dir.to_path_buf(), cores, log }
     }
