@@ -93,12 +93,24 @@ pub enum ShardRequest {
 
 #[derive(Debug)]
 pub enum ShardResponse {
-    Produced { error: ErrorCode, base_offset: i64, log_start: i64, message: Option<String> },
+    Produced {
+        error: ErrorCode,
+        base_offset: i64,
+        log_start: i64,
+        message: Option<String>,
+    },
     Read(Vec<ReadOutcome>),
     DataReady,
-    Offset { error: ErrorCode, offset: i64, timestamp: i64 },
+    Offset {
+        error: ErrorCode,
+        offset: i64,
+        timestamp: i64,
+    },
     Topics(Vec<TopicOutcome>),
     Applied,
+    /// The owner shard is gone (the broker is shutting down): answer the
+    /// client with a retriable error instead of failing the connection.
+    Unavailable,
 }
 
 /// A request plus the way back to whoever asked.

@@ -19,10 +19,25 @@ use crate::{
 /// Asks the controller to create topics; used by CreateTopics and by
 /// auto-creation in Metadata and Produce.
 pub async fn create(shard: &Rc<Shard>, topics: Vec<NewTopic>, validate_only: bool) -> Vec<TopicOutcome> {
+    let names: Vec<String> = topics.iter().map(|t| t.name.clone()).collect();
     match shard.call(CONTROLLER, ShardRequest::CreateTopics { topics, validate_only }).await {
         ShardResponse::Topics(outcomes) => outcomes,
-        other => unreachable!("controller answered CreateTopics with {other:?}"),
+        _ => unavailable(names),
     }
+}
+
+/// Every topic answered with a retriable error: the controller is gone.
+pub fn unavailable(names: Vec<String>) -> Vec<TopicOutcome> {
+    names
+        .into_iter()
+        .map(|name| TopicOutcome {
+            name,
+            error: crate::shard::messages::codes::KAFKA_STORAGE_ERROR,
+            message: Some("broker shutting down".into()),
+            id: [0; 16],
+            partitions: 0,
+        })
+        .collect()
 }
 
 pub async fn handle(shard: &Rc<Shard>, request: CreateTopicsRequest) -> CreateTopicsResponse {

@@ -25,9 +25,9 @@ pub async fn handle(shard: &Rc<Shard>, request: DeleteTopicsRequest) -> DeleteTo
             }
         }
     }
-    let outcomes = match shard.call(CONTROLLER, ShardRequest::DeleteTopics { names }).await {
+    let outcomes = match shard.call(CONTROLLER, ShardRequest::DeleteTopics { names: names.clone() }).await {
         ShardResponse::Topics(o) => o,
-        other => unreachable!("controller answered DeleteTopics with {other:?}"),
+        _ => crate::server::handlers::create_topics::unavailable(names),
     };
     let mut response = DeleteTopicsResponse::default();
     response.responses = outcomes

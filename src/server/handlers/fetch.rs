@@ -82,11 +82,22 @@ async fn read_round(shard: &Rc<Shard>, items: &[ReadItem], max_bytes: usize) -> 
         ));
     }
     for (indices, task) in tasks {
-        let ShardResponse::Read(results) = task.await else {
-            unreachable!("owner answered Read with another response")
-        };
-        for (i, r) in indices.into_iter().zip(results) {
-            outcomes[i] = r;
+        match task.await {
+            ShardResponse::Read(results) => {
+                for (i, r) in indices.into_iter().zip(results) {
+                    outcomes[i] = r;
+                }
+            }
+            _ => {
+                for i in indices {
+                    outcomes[i] = ReadOutcome {
+                        error: codes::KAFKA_STORAGE_ERROR,
+                        high_watermark: -1,
+                        log_start: -1,
+                        chunks: Vec::new(),
+                    };
+                }
+            }
         }
     }
     let mut taken = 0usize;

@@ -32,7 +32,10 @@ pub async fn handle(shard: &Rc<Shard>, request: ListOffsetsRequest) -> ListOffse
                 let request =
                     ShardRequest::ListOffset { topic: name, partition: p.partition_index, timestamp: p.timestamp };
                 let ShardResponse::Offset { error, offset, timestamp } = shard.call(owner, request).await else {
-                    unreachable!("owner answered ListOffset with another response")
+                    r.error_code = codes::KAFKA_STORAGE_ERROR;
+                    r.offset = -1;
+                    r.timestamp = -1;
+                    return r;
                 };
                 r.error_code = error;
                 r.offset = offset;

@@ -122,7 +122,8 @@ async fn append_all(
         let request = ShardRequest::Produce { topic: topic.to_string(), partition, batch, durable };
         let ShardResponse::Produced { error, base_offset, log_start, message } = shard.call(owner, request).await
         else {
-            unreachable!("owner answered Produce with another response")
+            let message = format!("partition {topic}-{partition}: broker shutting down");
+            return failed(codes::KAFKA_STORAGE_ERROR, Some(message));
         };
         let result = PartitionResult { error, base_offset, log_start, message };
         if error != codes::NONE {
