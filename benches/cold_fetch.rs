@@ -10,6 +10,8 @@
 //! every run so both paths read from the device. A reader thread on the
 //! other core drains the socket. `cargo bench --bench cold_fetch`.
 
+mod common;
+
 use std::{
     fs::File,
     io::{Read, Write},
@@ -35,11 +37,8 @@ fn main() {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("segment.log");
     write_file(&path);
-    println!(
-        "# cold fetch data path: {} MiB file, {} KiB per read, {REPS} repetitions, medians",
-        FILE_BYTES >> 20,
-        CHUNK >> 10
-    );
+    println!("# cold fetch data path\n{}", common::machine_and_commit());
+    println!("params: {} MiB file, {} KiB per read, {REPS} repetitions, medians", FILE_BYTES >> 20, CHUNK >> 10);
     let (mut direct, mut ahead, mut splice) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..REPS {
         drop_cache(&path);
@@ -49,17 +48,12 @@ fn main() {
         drop_cache(&path);
         splice.push(run(&path, splice_to_socket));
     }
-    let (d, a, s) = (median(direct), median(ahead), median(splice));
+    let (d, a, s) = (common::median(direct), common::median(ahead), common::median(splice));
     println!("| path | MB/s (median) | ratio to direct read + write |\n|---|---:|---:|");
     println!("| O_DIRECT pread + write | {d:.0} | 1.00 |");
     println!("| O_DIRECT pread with the next range read ahead + write | {a:.0} | {:.2} |", a / d);
     println!("| io_uring splice file -> pipe -> socket | {s:.0} | {:.2} |", s / d);
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
 }
 
 fn write_file(path: &Path) {

@@ -7,6 +7,8 @@
 //! The broker runs with `--cores 1` pinned to core 0; the client (and the raw
 //! TCP peer's client side) on core 1. Medians over repetitions.
 
+mod common;
+
 use std::{
     io::{Read, Write},
     net::{TcpListener, TcpStream},
@@ -97,42 +99,18 @@ fn main() {
     ));
     println!("| measurement | shardlog MB/s | raw loopback TCP MB/s | ratio |\n|---|---:|---:|---:|");
     for (what, ours, raw) in rows {
-        let (o, r) = (median(ours), median(raw));
+        let (o, r) = (common::median(ours), common::median(raw));
         println!("| {what} | {o:.0} | {r:.0} | {:.2} |", o / r);
     }
 }
 
 fn print_header(reps: usize, total: usize) {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
-        })
-        .unwrap_or_default();
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    let commit = Command::new("git")
-        .args(["rev-parse", "--short", "HEAD"])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default();
     println!("# shardlog protocol bench");
-    println!(
-        "machine: {cpu}, {} cores, kernel {}",
-        std::thread::available_parallelism().map_or(0, |n| n.get()),
-        kernel.trim()
-    );
-    println!("commit: {commit}");
+    println!("{}", common::machine_and_commit());
     println!(
         "params: broker --cores 1 on core 0, client on core 1, {} MiB per run, {reps} repetitions, medians\n",
         total >> 20
     );
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
 }
 
 fn mb(bytes: usize, elapsed: Duration) -> f64 {

@@ -6,6 +6,8 @@
 //! Reports medians over repetitions (these machines are shared and noisy),
 //! the ratio to the raw baseline, the machine, the commit and the parameters.
 
+mod common;
+
 use std::{
     cell::RefCell,
     path::{Path, PathBuf},
@@ -43,32 +45,8 @@ fn main() {
 }
 
 fn print_header(p: &Params) {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown".into());
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    let commit = std::process::Command::new("git")
-        .args(["rev-parse", "--short", "HEAD"])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default();
-    let dirty = std::process::Command::new("git")
-        .args(["status", "--porcelain", "--untracked-files=no"])
-        .output()
-        .map(|o| !o.stdout.is_empty())
-        .unwrap_or(false);
     println!("# shardlog storage bench");
-    println!(
-        "machine: {cpu}, {} cores, kernel {}",
-        std::thread::available_parallelism().map_or(0, |n| n.get()),
-        kernel.trim()
-    );
-    println!("commit: {commit}{}", if dirty { " (dirty)" } else { "" });
+    println!("{}", common::machine_and_commit());
     println!(
         "params: pinned to core {}, {} repetitions, medians shown{}",
         p.core,
@@ -83,11 +61,6 @@ fn bench_dir(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
 }
 
 fn mb_per_s(bytes: u64, elapsed: Duration) -> f64 {
@@ -220,7 +193,7 @@ async fn run_all(p: &Params) -> String {
                 log.close().await.unwrap();
             }
         }
-        let (raw, raw_sync) = (median(raw), median(raw_sync));
+        let (raw, raw_sync) = (common::median(raw), common::median(raw_sync));
         rows.push(Row { what: format!("raw DMA write, {label}"), mbps: raw, baseline: raw, baseline_name: "raw" });
         rows.push(Row {
             what: format!("raw DMA write + fdatasync each, {label}"),
@@ -230,31 +203,31 @@ async fn run_all(p: &Params) -> String {
         });
         rows.push(Row {
             what: format!("append acks=1, {label}, 1 appender"),
-            mbps: median(written),
+            mbps: common::median(written),
             baseline: raw,
             baseline_name: "raw",
         });
         rows.push(Row {
             what: format!("append acks=1, {label}, 4 appenders"),
-            mbps: median(written4),
+            mbps: common::median(written4),
             baseline: raw,
             baseline_name: "raw",
         });
         rows.push(Row {
             what: format!("append durable, {label}, 1 appender"),
-            mbps: median(durable1.clone()),
+            mbps: common::median(durable1.clone()),
             baseline: raw_sync,
             baseline_name: "raw+sync",
         });
         rows.push(Row {
             what: format!("append durable, {label}, 1 appender"),
-            mbps: median(durable1),
+            mbps: common::median(durable1),
             baseline: raw,
             baseline_name: "raw",
         });
         rows.push(Row {
             what: format!("append durable, {label}, 8 appenders"),
-            mbps: median(durable8),
+            mbps: common::median(durable8),
             baseline: raw,
             baseline_name: "raw",
         });
@@ -299,7 +272,7 @@ async fn read_throughput(p: &Params, batch: &[u8], count: usize) -> (f64, f64) {
         cold.push(mb_per_s(bytes, read_all(&log).await));
         log.close().await.unwrap();
     }
-    (median(tail), median(cold))
+    (common::median(tail), common::median(cold))
 }
 
 async fn read_all(log: &PartitionLog) -> Duration {
@@ -375,11 +348,11 @@ async fn latency_at_fixed_rate(p: &Params) -> String {
     ));
     lines.push_str(&format!(
         "p50 {:.0} us, p99 {:.0} us, p99.9 {:.0} us, max {:.0} us; {:.0} fdatasyncs for {} appends\n",
-        median(p50s),
-        median(p99s),
-        median(p999s),
-        median(maxes),
-        median(syncs),
+        common::median(p50s),
+        common::median(p99s),
+        common::median(p999s),
+        common::median(maxes),
+        common::median(syncs),
         rate_per_s * seconds
     ));
     lines

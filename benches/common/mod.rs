@@ -1,0 +1,31 @@
+//! What every bench prints beside its figures: the machine and the commit,
+//! and the median it reports.
+
+/// `machine: <cpu>, <n> cores, kernel <release>` and `commit: <hash>[ (dirty)]`.
+pub fn machine_and_commit() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into());
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let git = |args: &[&str]| std::process::Command::new("git").args(args).output().ok();
+    let commit = git(&["rev-parse", "--short", "HEAD"])
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|o| !o.stdout.is_empty());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    format!(
+        "machine: {cpu}, {cores} cores, kernel {}\ncommit: {commit}{}",
+        kernel.trim(),
+        if dirty { " (dirty)" } else { "" }
+    )
+}
+
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).expect("figures are not NaN"));
+    v[v.len() / 2]
+}
