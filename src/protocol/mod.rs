@@ -5,3 +5,4 @@
 //! or a clock. It is tested as plain functions.
 
 pub mod record_batch;
+pub mod varint;

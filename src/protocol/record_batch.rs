@@ -17,6 +17,8 @@
 
 use std::fmt;
 
+use crate::protocol::varint::{get_varlong, put_varlong};
+
 /// Bytes before the batch length field is counted: base offset + length.
 pub const LOG_OVERHEAD: usize = 12;
 /// Size of the fixed v2 header, up to the first record.
@@ -229,18 +231,6 @@ pub fn first_record_at_or_after(batch: &[u8], target: i64) -> Option<(i32, i64)>
     Some((header.last_offset_delta, header.max_timestamp))
 }
 
-/// Reads a zig-zag varint; returns the value and the bytes it took.
-fn get_varlong(buf: &[u8]) -> Option<(i64, usize)> {
-    let mut raw: u64 = 0;
-    for (i, &b) in buf.iter().take(10).enumerate() {
-        raw |= u64::from(b & 0x7f) << (7 * i);
-        if b & 0x80 == 0 {
-            return Some((((raw >> 1) as i64) ^ -((raw & 1) as i64), i + 1));
-        }
-    }
-    None
-}
-
 /// Writes the broker-assigned base offset into the batch header.
 pub fn patch_base_offset(buf: &mut [u8], base_offset: i64) {
     buf[..8].copy_from_slice(&base_offset.to_be_bytes());
@@ -314,16 +304,6 @@ fn put_bytes(out: &mut Vec<u8>, bytes: Option<&[u8]>) {
             out.extend_from_slice(b);
         }
     }
-}
-
-/// Zig-zag varint, as Kafka's `ByteUtils.writeVarlong`.
-fn put_varlong(out: &mut Vec<u8>, value: i64) {
-    let mut v = ((value << 1) ^ (value >> 63)) as u64;
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
 }
 
 #[cfg(test)]

@@ -7,6 +7,8 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+use crate::protocol::varint::put_uvarint;
+
 /// One partition of the response, in request order.
 pub struct PartitionOut {
     pub partition: i32,
@@ -98,14 +100,6 @@ fn put_str(buf: &mut BytesMut, s: &str, flexible: bool) {
         buf.put_i16(s.len() as i16);
     }
     buf.put_slice(s.as_bytes());
-}
-
-fn put_uvarint(buf: &mut BytesMut, mut v: u64) {
-    while v >= 0x80 {
-        buf.put_u8((v as u8) | 0x80);
-        v >>= 7;
-    }
-    buf.put_u8(v as u8);
 }
 
 #[cfg(test)]

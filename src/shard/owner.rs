@@ -108,13 +108,7 @@ impl Shard {
                     error: codes::NONE,
                     high_watermark: slice.log_end,
                     log_start: slice.log_start,
-                    chunks: slice
-                        .chunks
-                        .into_iter()
-                        .map(|c| match c {
-                            crate::storage::Chunk::Cached(b) | crate::storage::Chunk::Disk(b) => b,
-                        })
-                        .collect(),
+                    chunks: slice.chunks,
                 },
                 Err(e) => {
                     if !matches!(e, StorageError::OffsetOutOfRange { .. }) {

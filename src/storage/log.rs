@@ -11,7 +11,6 @@
 use std::{
     cell::{Cell, RefCell},
     collections::BTreeMap,
-    ops::Deref,
     path::{Path, PathBuf},
     rc::Rc,
 };
@@ -62,27 +61,12 @@ fn bump(counter: &Cell<u64>, by: u64) {
     counter.set(counter.get() + by);
 }
 
-/// Bytes returned by a read: buffers from the tail cache (the ones that were
-/// appended) or a slice of a direct read. Either way no byte was copied.
-#[derive(Debug)]
-pub enum Chunk {
-    Cached(Bytes),
-    Disk(Bytes),
-}
-
-impl Deref for Chunk {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        match self {
-            Self::Cached(b) | Self::Disk(b) => b,
-        }
-    }
-}
-
 /// Whole batches from a read, with the log bounds at the time of the read.
 #[derive(Debug)]
 pub struct ReadSlice {
-    pub chunks: Vec<Chunk>,
+    /// Whole batches: buffers from the tail cache (the very ones appended)
+    /// or a slice of one direct read. No byte was copied to build them.
+    pub chunks: Vec<Bytes>,
     pub log_start: i64,
     pub log_end: i64,
 }
@@ -201,9 +185,17 @@ impl PartitionLog {
         };
         // What recovery kept is now the trusted prefix: sync it and say so, so
         // the next open validates only what is written after this point.
-        // (Sealed segments were synced when they rolled.)
-        log.force_sync().await?;
-        log.write_checkpoint().await?;
+        // (Sealed segments were synced when they rolled.) After a clean close
+        // the checkpoint already says exactly that: skip the fsyncs, which
+        // would otherwise cost every partition two at every start.
+        let here = Checkpoint {
+            segment_base: log.state.borrow().active().base_offset,
+            position: log.state.borrow().active().size,
+        };
+        if report.checkpoint != Some(here) || !report.cuts.is_empty() {
+            log.force_sync().await?;
+            log.write_checkpoint().await?;
+        }
         Ok((log, report))
     }
 
@@ -561,11 +553,7 @@ impl PartitionLog {
                 }
                 if let Some(chunks) = st.cache.read(from, max_bytes) {
                     bump(&self.stats.cache_reads, 1);
-                    return Ok(ReadSlice {
-                        chunks: chunks.into_iter().map(Chunk::Cached).collect(),
-                        log_start,
-                        log_end,
-                    });
+                    return Ok(ReadSlice { chunks, log_start, log_end });
                 }
                 (log_start, log_end, self.locate(&st, from))
             };
@@ -575,7 +563,7 @@ impl PartitionLog {
                 .await
                 .map_err(|e| e.into_storage(&self.name, file.path()))?;
             match found {
-                Some(chunk) => return Ok(ReadSlice { chunks: vec![Chunk::Disk(chunk)], log_start, log_end }),
+                Some(chunk) => return Ok(ReadSlice { chunks: vec![chunk], log_start, log_end }),
                 // The offset fell in a gap at the end of a compacted segment.
                 None => from = seg_next,
             }
@@ -606,10 +594,10 @@ impl PartitionLog {
             let st = self.state.borrow();
             st.segments.values().find(|s| s.max_timestamp >= timestamp).map(|s| {
                 let relative = s.index.lookup_time_floor(timestamp);
-                (s.file.clone(), s.base_offset, u64::from(s.index.lookup(relative)), s.size)
+                (s.file.clone(), u64::from(s.index.lookup(relative)), s.size)
             })
         };
-        let Some((file, _base, mut pos, end)) = target else { return Ok(None) };
+        let Some((file, mut pos, end)) = target else { return Ok(None) };
         while pos < end {
             let len = (limits::READ_WINDOW_BYTES as u64).min(end - pos) as usize;
             let window =

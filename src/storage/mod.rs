@@ -17,5 +17,5 @@ pub mod segment;
 pub use config::{Clock, LogConfig};
 pub use error::{PartitionName, StorageError};
 pub use file::{Fault, Faults};
-pub use log::{AppendInfo, Chunk, Durability, PartitionLog, ReadSlice, RetentionOutcome};
+pub use log::{AppendInfo, Durability, PartitionLog, ReadSlice, RetentionOutcome};
 pub use recovery::RecoveryReport;
