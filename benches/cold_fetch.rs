@@ -4,7 +4,9 @@
 //! - **direct read + write**: O_DIRECT `pread` of an aligned 1 MiB range into
 //!   a user buffer, then `write` to the socket (what the broker does);
 //! - **splice**: io_uring `IORING_OP_SPLICE` file → pipe → socket, through
-//!   the page cache, no user-space buffer (the sendfile-style path).
+//!   the page cache, no user-space buffer;
+//! - **sendfile**: `sendfile(2)` file → socket, through the page cache, one
+//!   system call per range (what the broker does for sealed segments).
 //!
 //! The page cache is dropped for the file (`POSIX_FADV_DONTNEED`) before
 //! every run so both paths read from the device. A reader thread on the
@@ -39,7 +41,7 @@ fn main() {
     write_file(&path);
     println!("# cold fetch data path\n{}", common::machine_and_commit());
     println!("params: {} MiB file, {} KiB per read, {REPS} repetitions, medians", FILE_BYTES >> 20, CHUNK >> 10);
-    let (mut direct, mut ahead, mut splice) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut direct, mut ahead, mut splice, mut sendfile) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..REPS {
         drop_cache(&path);
         direct.push(run(&path, direct_read_write));
@@ -47,12 +49,16 @@ fn main() {
         ahead.push(run(&path, direct_read_ahead));
         drop_cache(&path);
         splice.push(run(&path, splice_to_socket));
+        drop_cache(&path);
+        sendfile.push(run(&path, sendfile_to_socket));
     }
     let (d, a, s) = (common::median(direct), common::median(ahead), common::median(splice));
+    let f = common::median(sendfile);
     println!("| path | MB/s (median) | ratio to direct read + write |\n|---|---:|---:|");
     println!("| O_DIRECT pread + write | {d:.0} | 1.00 |");
     println!("| O_DIRECT pread with the next range read ahead + write | {a:.0} | {:.2} |", a / d);
     println!("| io_uring splice file -> pipe -> socket | {s:.0} | {:.2} |", s / d);
+    println!("| sendfile file -> socket | {f:.0} | {:.2} |", f / d);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -181,5 +187,16 @@ fn splice_to_socket(path: &Path, s: &mut TcpStream) {
     unsafe {
         libc::close(fds[0]);
         libc::close(fds[1]);
+    }
+}
+
+fn sendfile_to_socket(path: &Path, s: &mut TcpStream) {
+    let f = File::open(path).unwrap();
+    let mut pos: libc::off_t = 0;
+    while (pos as usize) < FILE_BYTES {
+        let want = CHUNK.min(FILE_BYTES - pos as usize);
+        // SAFETY: both descriptors are open; `pos` is advanced by the kernel.
+        let n = unsafe { libc::sendfile(s.as_raw_fd(), f.as_raw_fd(), &mut pos, want) };
+        assert!(n > 0, "sendfile failed: {}", std::io::Error::last_os_error());
     }
 }

@@ -22,6 +22,7 @@ use crate::{
     limits,
     server::handlers::{self, api_versions},
     shard::Shard,
+    storage::Chunk,
 };
 
 /// Smallest valid frame: api key, api version, correlation id.
@@ -53,7 +54,7 @@ impl futures_lite::AsyncWrite for SharedStream {
 
 /// What the reader hands the writer, in request order.
 enum Next {
-    Response(glommio::task::JoinHandle<Result<Option<Vec<Bytes>>, String>>),
+    Response(glommio::task::JoinHandle<Result<Option<Vec<Chunk>>, String>>),
     Close(String),
 }
 
@@ -65,6 +66,10 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
     let peer = stream.peer_addr().map_or_else(|_| "unknown peer".to_string(), |a| a.to_string());
     let _ = stream.set_nodelay(true);
     let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
+    if let Err(e) = crate::server::send::set_nonblocking(fd) {
+        log::warn!("closing connection from {peer}: cannot make its socket non-blocking: {e}");
+        return;
+    }
     let stream = SharedStream(Rc::new(RefCell::new(stream)));
     let (tx, rx) = glommio::channels::local_channel::new_bounded::<Next>(limits::REQUESTS_IN_FLIGHT_MAX);
     let reader = glommio::spawn_local(read_frames(shard.clone(), stream.clone(), tx, peer.clone())).detach();
@@ -76,7 +81,7 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
         };
         match outcome {
             Ok(Some(response)) => {
-                if let Err(e) = crate::server::vectored::write_all(fd, &mut writer, response).await {
+                if let Err(e) = crate::server::send::write_all(fd, &mut writer, response).await {
                     log::debug!("connection from {peer}: write failed: {e}");
                     break;
                 }
@@ -129,9 +134,9 @@ async fn read_frames(
     // Dropping `tx` ends the writer after the responses already queued.
 }
 
-/// Decodes and answers one request: the response frame as buffers to write
+/// Decodes and answers one request: the response frame as chunks to write
 /// in order. `Ok(None)`: no response is due (acks=0).
-async fn handle_frame(shard: &Rc<Shard>, frame: Bytes) -> Result<Option<Vec<Bytes>>, String> {
+async fn handle_frame(shard: &Rc<Shard>, frame: Bytes) -> Result<Option<Vec<Chunk>>, String> {
     let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
     let version = i16::from_be_bytes([frame[2], frame[3]]);
     if i16::from_be_bytes([frame[0], frame[1]]) == ApiKey::Fetch as i16 && handlers::supported(ApiKey::Fetch, version) {
@@ -142,7 +147,7 @@ async fn handle_frame(shard: &Rc<Shard>, frame: Bytes) -> Result<Option<Vec<Byte
         let topics = handlers::fetch::handle(shard, req).await;
         return Ok(Some(crate::server::fetch_encode::encode(correlation_id, version, &topics)));
     }
-    Ok(handle_other(shard, frame).await?.map(|b| vec![b]))
+    Ok(handle_other(shard, frame).await?.map(|b| vec![Chunk::Memory(b)]))
 }
 
 /// Every API but Fetch: encoded by the protocol crate into one buffer.

@@ -1,13 +1,14 @@
 //! Hand-written Fetch response encoder (v4–v12) that leaves record bytes
-//! where they are: the output is a list of buffers in which the stored
-//! batches appear as the very `Bytes` the log returned, to be written with
-//! one vectored write. The protocol crate's encoder would copy them.
+//! where they are: the output is a list of chunks in which the stored
+//! batches appear as the very chunks the log returned (cached buffers, or
+//! ranges of sealed segment files), to be written with vectored writes and
+//! `sendfile`. The protocol crate's encoder would copy them.
 //!
 //! Checked against the crate's encoder for every version in the tests below.
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{BufMut, BytesMut};
 
-use crate::protocol::varint::put_uvarint;
+use crate::{protocol::varint::put_uvarint, storage::Chunk};
 
 /// One partition of the response, in request order.
 pub struct PartitionOut {
@@ -16,7 +17,7 @@ pub struct PartitionOut {
     pub high_watermark: i64,
     pub last_stable_offset: i64,
     pub log_start: i64,
-    pub records: Vec<Bytes>,
+    pub records: Vec<Chunk>,
 }
 
 pub struct TopicOut {
@@ -24,10 +25,10 @@ pub struct TopicOut {
     pub partitions: Vec<PartitionOut>,
 }
 
-/// Encodes a whole response frame (size prefix, header, body) as buffers.
-pub fn encode(correlation_id: i32, version: i16, topics: &[TopicOut]) -> Vec<Bytes> {
+/// Encodes a whole response frame (size prefix, header, body) as chunks.
+pub fn encode(correlation_id: i32, version: i16, topics: &[TopicOut]) -> Vec<Chunk> {
     let flexible = version >= 12;
-    let mut parts = Vec::new();
+    let mut parts: Vec<Chunk> = Vec::new();
     let mut cur = BytesMut::with_capacity(256);
     cur.put_i32(0); // size, patched below
     cur.put_i32(correlation_id);
@@ -55,14 +56,14 @@ pub fn encode(correlation_id: i32, version: i16, topics: &[TopicOut]) -> Vec<Byt
             if version >= 11 {
                 cur.put_i32(-1); // preferred_read_replica
             }
-            let len: usize = p.records.iter().map(Bytes::len).sum();
+            let len: usize = p.records.iter().map(Chunk::len).sum();
             if flexible {
                 put_uvarint(&mut cur, len as u64 + 1);
             } else {
                 cur.put_i32(len as i32);
             }
             for chunk in p.records.iter().filter(|c| !c.is_empty()) {
-                parts.push(std::mem::take(&mut cur).freeze());
+                parts.push(std::mem::take(&mut cur).freeze().into());
                 parts.push(chunk.clone());
             }
             if flexible {
@@ -76,11 +77,13 @@ pub fn encode(correlation_id: i32, version: i16, topics: &[TopicOut]) -> Vec<Byt
     if flexible {
         cur.put_u8(0); // response tagged fields
     }
-    parts.push(cur.freeze());
-    let total: usize = parts.iter().map(Bytes::len).sum();
-    let mut first = BytesMut::from(&parts[0][..]);
-    first[..4].copy_from_slice(&((total - 4) as i32).to_be_bytes());
-    parts[0] = first.freeze();
+    parts.push(cur.freeze().into());
+    let total: usize = parts.iter().map(Chunk::len).sum();
+    if let Chunk::Memory(head) = &parts[0] {
+        let mut first = BytesMut::from(&head[..]);
+        first[..4].copy_from_slice(&((total - 4) as i32).to_be_bytes());
+        parts[0] = first.freeze().into();
+    }
     parts.retain(|p| !p.is_empty());
     parts
 }
@@ -105,6 +108,7 @@ fn put_str(buf: &mut BytesMut, s: &str, flexible: bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::Bytes;
     use kafka_protocol::{
         messages::{
             fetch_response::{FetchableTopicResponse, PartitionData},
@@ -124,7 +128,7 @@ mod tests {
                         high_watermark: 42,
                         last_stable_offset: 42,
                         log_start: 3,
-                        records: vec![Bytes::from_static(b"first-batch"), Bytes::from_static(b"second")],
+                        records: vec![Bytes::from_static(b"first-batch").into(), Bytes::from_static(b"second").into()],
                     },
                     PartitionOut {
                         partition: 5,
@@ -144,7 +148,7 @@ mod tests {
                     high_watermark: 1 << 40,
                     last_stable_offset: 1 << 40,
                     log_start: 9,
-                    records: vec![Bytes::from(vec![7u8; 200])],
+                    records: vec![Bytes::from(vec![7u8; 200]).into(), file_chunk()],
                 }],
             },
         ]
@@ -165,7 +169,7 @@ mod tests {
                 pd.log_start_offset = p.log_start;
                 pd.aborted_transactions = Some(Vec::new());
                 pd.preferred_read_replica = (-1).into();
-                pd.records = Some(p.records.concat().into());
+                pd.records = Some(concat(&p.records).into());
                 ft.partitions.push(pd);
             }
             r.responses.push(ft);
@@ -186,7 +190,7 @@ mod tests {
     fn matches_the_protocol_crate_for_every_served_version() {
         let topics = sample();
         for version in 4..=12 {
-            let ours: Vec<u8> = encode(99, version, &topics).concat();
+            let ours: Vec<u8> = concat(&encode(99, version, &topics));
             assert_eq!(ours, reference(99, version, &topics), "fetch response v{version}");
         }
     }
@@ -195,7 +199,35 @@ mod tests {
     fn record_chunks_are_passed_through_not_copied() {
         let topics = sample();
         let parts = encode(1, 12, &topics);
-        let chunk = &topics[0].partitions[0].records[0];
-        assert!(parts.iter().any(|p| p.as_ptr() == chunk.as_ptr()), "the stored buffer itself is in the output");
+        let Chunk::Memory(chunk) = &topics[0].partitions[0].records[0] else { unreachable!() };
+        let same_buffer = |p: &Chunk| matches!(p, Chunk::Memory(b) if b.as_ptr() == chunk.as_ptr());
+        assert!(parts.iter().any(same_buffer), "the stored buffer itself is in the output");
+        let ranges = parts.iter().filter(|p| matches!(p, Chunk::File(r) if r.len == FILE_CHUNK.len())).count();
+        assert_eq!(ranges, 1, "the file range is passed on as a range");
+    }
+
+    const FILE_CHUNK: &[u8] = b"a batch still on disk";
+
+    /// A range in the middle of a real file.
+    fn file_chunk() -> Chunk {
+        let dir = std::env::temp_dir().join(format!("shardlog-fetch-encode-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("segment");
+        let mut content = b"before|".to_vec();
+        content.extend_from_slice(FILE_CHUNK);
+        content.extend_from_slice(b"|after");
+        std::fs::write(&path, &content).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        let _ = std::fs::remove_dir_all(&dir); // the open descriptor keeps the bytes
+        Chunk::File(crate::storage::FileRange {
+            file: std::sync::Arc::new(file),
+            path: std::sync::Arc::new(path),
+            pos: 7,
+            len: FILE_CHUNK.len(),
+        })
+    }
+
+    fn concat(chunks: &[Chunk]) -> Vec<u8> {
+        chunks.iter().flat_map(|c| c.to_bytes().unwrap().to_vec()).collect()
     }
 }

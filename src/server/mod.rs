@@ -8,7 +8,7 @@ pub mod config;
 pub mod connection;
 pub mod fetch_encode;
 pub mod handlers;
-mod vectored;
+mod send;
 
 use std::{
     rc::Rc,

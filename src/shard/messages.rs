@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 
-use crate::shard::topics::TopicTable;
+use crate::{shard::topics::TopicTable, storage::Chunk};
 
 /// A Kafka error code, as sent on the wire.
 pub type ErrorCode = i16;
@@ -44,12 +44,12 @@ pub struct ReadOutcome {
     pub high_watermark: i64,
     pub log_start: i64,
     /// Whole batches, as stored (no copy was made to build them).
-    pub chunks: Vec<Bytes>,
+    pub chunks: Vec<Chunk>,
 }
 
 impl ReadOutcome {
     pub fn bytes(&self) -> usize {
-        self.chunks.iter().map(Bytes::len).sum()
+        self.chunks.iter().map(Chunk::len).sum()
     }
 }
 

@@ -72,6 +72,9 @@ impl Faults {
 pub struct SegmentFile {
     dma: DmaFile,
     reader: Arc<std::fs::File>,
+    /// A page-cache descriptor for sending a sealed segment with
+    /// `sendfile(2)`; opened on the first such read.
+    buffered: std::cell::OnceCell<Arc<std::fs::File>>,
     path: PathBuf,
     faults: Faults,
 }
@@ -91,7 +94,13 @@ impl SegmentFile {
 
     fn with_reader(dma: DmaFile, path: &Path, faults: Faults) -> io::Result<Self> {
         let reader = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(path)?;
-        Ok(Self { dma, reader: Arc::new(reader), path: path.to_path_buf(), faults })
+        Ok(Self {
+            dma,
+            reader: Arc::new(reader),
+            buffered: std::cell::OnceCell::new(),
+            path: path.to_path_buf(),
+            faults,
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -124,6 +133,16 @@ impl SegmentFile {
     pub async fn read_at(&self, pos: u64, len: usize) -> io::Result<Bytes> {
         let reader = self.reader.clone();
         glommio::executor().spawn_blocking(move || read_direct(&reader, pos, len)).await
+    }
+
+    /// The file opened for page-cache reads (sealed segments only: see
+    /// `storage::chunk`).
+    pub fn buffered(&self) -> io::Result<Arc<std::fs::File>> {
+        if let Some(f) = self.buffered.get() {
+            return Ok(f.clone());
+        }
+        let f = Arc::new(std::fs::File::open(&self.path)?);
+        Ok(self.buffered.get_or_init(|| f).clone())
     }
 
     pub async fn fdatasync(&self) -> io::Result<()> {

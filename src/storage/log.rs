@@ -13,6 +13,7 @@ use std::{
     collections::BTreeMap,
     path::{Path, PathBuf},
     rc::Rc,
+    sync::Arc,
 };
 
 use bytes::{Bytes, BytesMut};
@@ -23,6 +24,7 @@ use crate::{
     protocol::record_batch::{self, BatchHeader},
     storage::{
         batch_cache::{BatchCache, CachedBatch},
+        chunk::{Chunk, FileRange},
         config::{Clock, LogConfig},
         error::{PartitionName, StorageError},
         file::{self, Faults},
@@ -64,9 +66,11 @@ fn bump(counter: &Cell<u64>, by: u64) {
 /// Whole batches from a read, with the log bounds at the time of the read.
 #[derive(Debug)]
 pub struct ReadSlice {
-    /// Whole batches: buffers from the tail cache (the very ones appended)
-    /// or a slice of one direct read. No byte was copied to build them.
-    pub chunks: Vec<Bytes>,
+    /// Whole batches: buffers from the tail cache (the very ones appended),
+    /// a slice of one direct read of the active segment, or a range of a
+    /// sealed segment to be sent from the page cache. No byte was copied to
+    /// build them.
+    pub chunks: Vec<Chunk>,
     pub log_start: i64,
     pub log_end: i64,
 }
@@ -80,11 +84,12 @@ impl ReadSlice {
         self.len() == 0
     }
 
-    /// Copies the bytes out (tests and tools; the fetch path sends chunks).
+    /// Copies the bytes out, reading file ranges with blocking reads (tests
+    /// and tools; the fetch path sends chunks as they are).
     pub fn to_vec(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.len());
         for c in &self.chunks {
-            out.extend_from_slice(c);
+            out.extend_from_slice(&c.to_bytes().unwrap_or_else(|e| panic!("reading a stored range: {e}")));
         }
         out
     }
@@ -553,16 +558,22 @@ impl PartitionLog {
                 }
                 if let Some(chunks) = st.cache.read(from, max_bytes) {
                     bump(&self.stats.cache_reads, 1);
+                    let chunks = chunks.into_iter().map(Chunk::Memory).collect();
                     return Ok(ReadSlice { chunks, log_start, log_end });
                 }
                 (log_start, log_end, self.locate(&st, from))
             };
             bump(&self.stats.disk_reads, 1);
             let (file, start, seg_end, seg_next) = target;
-            let found = read_segment(&file, start, seg_end, from, max_bytes, self.config.index_interval_bytes)
-                .await
-                .map_err(|e| e.into_storage(&self.name, file.path()))?;
-            match found {
+            let sealed = seg_next < log_end;
+            let found = if sealed {
+                locate_sealed(&file, start, seg_end, from, max_bytes).await
+            } else {
+                read_segment(&file, start, seg_end, from, max_bytes, self.config.index_interval_bytes)
+                    .await
+                    .map(|found| found.map(Chunk::Memory))
+            };
+            match found.map_err(|e| e.into_storage(&self.name, file.path()))? {
                 Some(chunk) => return Ok(ReadSlice { chunks: vec![chunk], log_start, log_end }),
                 // The offset fell in a gap at the end of a compacted segment.
                 None => from = seg_next,
@@ -714,6 +725,85 @@ impl ReadError {
             }
         }
     }
+}
+
+/// Finds, in a sealed segment, the range of whole batches from the first one
+/// whose last offset is at least `offset`, up to `max_bytes` (the first batch
+/// always). Only batch headers are read, through the page cache, which then
+/// holds the range for `sendfile`. `None` when no batch reaches `offset`.
+async fn locate_sealed(
+    file: &file::SegmentFile,
+    start: u64,
+    seg_end: u64,
+    offset: i64,
+    max_bytes: usize,
+) -> Result<Option<Chunk>, ReadError> {
+    let buffered = file.buffered().map_err(ReadError::Io)?;
+    let path = Arc::new(file.path().to_path_buf());
+    let walker = buffered.clone();
+    let found =
+        glommio::executor().spawn_blocking(move || walk_headers(&walker, start, seg_end, offset, max_bytes)).await?;
+    Ok(found.map(|(pos, len)| Chunk::File(FileRange { file: buffered, path, pos, len })))
+}
+
+/// Bytes read at a time while walking batch headers in a sealed segment:
+/// several small batches per read, and little wasted on large ones.
+const HEADER_WALK_WINDOW: usize = 16 << 10;
+
+/// Blocking header walk for [`locate_sealed`]: `(position, length)`.
+fn walk_headers(
+    file: &std::fs::File,
+    start: u64,
+    seg_end: u64,
+    offset: i64,
+    max_bytes: usize,
+) -> Result<Option<(u64, usize)>, ReadError> {
+    use std::os::unix::fs::FileExt;
+    let mut window = vec![0u8; HEADER_WALK_WINDOW];
+    let mut pos = start;
+    let mut first: Option<u64> = None;
+    let mut taken = 0usize;
+    while pos < seg_end {
+        let want = (HEADER_WALK_WINDOW as u64).min(seg_end - pos) as usize;
+        let got = file.read_at(&mut window[..want], pos).map_err(ReadError::Io)?;
+        if got < record_batch::HEADER_BYTES {
+            return Err(ReadError::Corrupt {
+                position: pos,
+                reason: record_batch::BatchError::Incomplete { needed: record_batch::HEADER_BYTES, have: got },
+            });
+        }
+        let mut at = 0usize;
+        while at + record_batch::HEADER_BYTES <= got {
+            let header = BatchHeader::parse(&window[at..got], limits::BATCH_BYTES_MAX)
+                .map_err(|reason| ReadError::Corrupt { position: pos + at as u64, reason })?;
+            let total = header.total_bytes();
+            if pos + (at + total) as u64 > seg_end {
+                return Err(ReadError::Corrupt {
+                    position: pos + at as u64,
+                    reason: record_batch::BatchError::Incomplete {
+                        needed: total,
+                        have: (seg_end - pos - at as u64) as usize,
+                    },
+                });
+            }
+            match first {
+                None if header.last_offset() < offset => {}
+                None => {
+                    first = Some(pos + at as u64);
+                    taken = total;
+                }
+                Some(begin) => {
+                    if taken + total > max_bytes {
+                        return Ok(Some((begin, taken)));
+                    }
+                    taken += total;
+                }
+            }
+            at += total;
+        }
+        pos += at as u64;
+    }
+    Ok(first.map(|begin| (begin, taken)))
 }
 
 /// Reads whole batches from a segment file, from the first batch whose last

@@ -6,6 +6,7 @@
 //! headers (offsets, lengths, timestamps, CRC) and treats the rest as bytes.
 
 pub mod batch_cache;
+pub mod chunk;
 pub mod config;
 pub mod error;
 pub mod file;
@@ -14,6 +15,7 @@ pub mod log;
 pub mod recovery;
 pub mod segment;
 
+pub use chunk::{Chunk, FileRange};
 pub use config::{Clock, LogConfig};
 pub use error::{PartitionName, StorageError};
 pub use file::{Fault, Faults};

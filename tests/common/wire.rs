@@ -15,7 +15,7 @@ use kafka_protocol::{
 
 pub struct Wire {
     pub stream: TcpStream,
-    correlation: i32,
+    pub correlation: i32,
 }
 
 impl Wire {
