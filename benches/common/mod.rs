@@ -17,7 +17,11 @@ pub fn machine_and_commit() -> String {
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default();
     let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|o| !o.stdout.is_empty());
-    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    // Online CPUs of the machine, not of this thread (benches pin
+    // themselves before printing, which narrows available_parallelism).
+    let cores = std::fs::read_to_string("/proc/cpuinfo")
+        .map(|s| s.lines().filter(|l| l.starts_with("processor")).count())
+        .unwrap_or(0);
     format!(
         "machine: {cpu}, {cores} cores, kernel {}\ncommit: {commit}{}",
         kernel.trim(),
