@@ -5,6 +5,7 @@
 #![warn(rust_2018_idioms, unused_qualifications)]
 
 pub mod cli;
+pub mod groups;
 pub mod limits;
 pub mod protocol;
 pub mod server;

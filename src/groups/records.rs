@@ -300,10 +300,8 @@ mod tests {
 
     #[test]
     fn records_round_trip() {
-        let keys = [
-            Key::Offset { group: "g".into(), topic: "t".into(), partition: 7 },
-            Key::Group { group: "g".into() },
-        ];
+        let keys =
+            [Key::Offset { group: "g".into(), topic: "t".into(), partition: 7 }, Key::Group { group: "g".into() }];
         for k in keys {
             assert_eq!(Key::decode(&k.encode()).unwrap(), k);
         }

@@ -231,6 +231,72 @@ pub fn first_record_at_or_after(batch: &[u8], target: i64) -> Option<(i32, i64)>
     Some((header.last_offset_delta, header.max_timestamp))
 }
 
+/// One record read from an uncompressed batch by [`read_records`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordRef<'a> {
+    pub offset: i64,
+    pub timestamp: i64,
+    pub key: Option<&'a [u8]>,
+    pub value: Option<&'a [u8]>,
+}
+
+/// The records of one uncompressed v2 batch (headers skipped). Only the
+/// group coordinator reads records, and only those it wrote itself into
+/// `__consumer_offsets`; a compressed or malformed batch is an error.
+pub fn read_records(batch: &[u8]) -> Result<Vec<RecordRef<'_>>, String> {
+    let header = BatchHeader::parse(batch, usize::MAX).map_err(|e| e.to_string())?;
+    const COMPRESSION_MASK: i16 = 0x07;
+    if header.attributes & COMPRESSION_MASK != 0 {
+        return Err("compressed batch".into());
+    }
+    let end = header.total_bytes();
+    if batch.len() < end {
+        return Err(format!("batch of {end} bytes cut at {}", batch.len()));
+    }
+    let bad = |what: &str, at: usize| format!("bad {what} at byte {at} of the batch");
+    let mut out = Vec::with_capacity(header.records_count.max(0) as usize);
+    let mut at = HEADER_BYTES;
+    for _ in 0..header.records_count {
+        let (len, n) = get_varlong(&batch[at..end]).ok_or_else(|| bad("record length", at))?;
+        let record_end = usize::try_from(len).ok().map(|l| at + n + l).filter(|&e| e <= end);
+        let record_end = record_end.ok_or_else(|| bad("record length", at))?;
+        let mut p = at + n + 1; // record attributes
+        let mut field = |what: &str| -> Result<i64, String> {
+            let (v, n) = get_varlong(batch.get(p..record_end).unwrap_or(&[])).ok_or_else(|| bad(what, p))?;
+            p += n;
+            Ok(v)
+        };
+        let ts_delta = field("timestamp delta")?;
+        let offset_delta = field("offset delta")?;
+        let key_len = field("key length")?;
+        let key = take_bytes(batch, &mut p, key_len, record_end).ok_or_else(|| bad("key", p))?;
+        let mut value_at = p;
+        let (value_len, n) =
+            get_varlong(batch.get(value_at..record_end).unwrap_or(&[])).ok_or_else(|| bad("value length", p))?;
+        value_at += n;
+        let value = take_bytes(batch, &mut value_at, value_len, record_end).ok_or_else(|| bad("value", value_at))?;
+        out.push(RecordRef {
+            offset: header.base_offset + offset_delta,
+            timestamp: header.base_timestamp + ts_delta,
+            key,
+            value,
+        });
+        at = record_end;
+    }
+    Ok(out)
+}
+
+/// A varint-length-prefixed byte field already measured (`len` -1: null).
+fn take_bytes<'a>(batch: &'a [u8], at: &mut usize, len: i64, end: usize) -> Option<Option<&'a [u8]>> {
+    if len < 0 {
+        return Some(None);
+    }
+    let stop = at.checked_add(usize::try_from(len).ok()?).filter(|&s| s <= end)?;
+    let bytes = &batch[*at..stop];
+    *at = stop;
+    Some(Some(bytes))
+}
+
 /// Writes the broker-assigned base offset into the batch header.
 pub fn patch_base_offset(buf: &mut [u8], base_offset: i64) {
     buf[..8].copy_from_slice(&base_offset.to_be_bytes());
@@ -262,8 +328,9 @@ pub struct Record<'a> {
 }
 
 /// Encodes an uncompressed v2 batch, the way a producer would, with base
-/// offset 0 and no idempotence fields. Used by tests, benches and the load
-/// generator; the broker itself never encodes records.
+/// offset 0 and no idempotence fields. Used by the group coordinator for its
+/// own `__consumer_offsets` records, and by tests, benches and the load
+/// generator; user data is never re-encoded.
 pub fn encode_batch(records: &[Record<'_>], base_timestamp: i64) -> Vec<u8> {
     assert!(!records.is_empty(), "a batch holds at least one record");
     let mut out = vec![0u8; HEADER_BYTES];
@@ -318,6 +385,24 @@ mod tests {
             Record { key: None, value: Some(b"world"), timestamp_delta: 7 },
         ];
         encode_batch(&records, 1_700_000_000_000)
+    }
+
+    #[test]
+    fn records_read_back_and_truncation_is_an_error() {
+        let mut batch = sample();
+        patch_base_offset(&mut batch, 40);
+        let records = read_records(&batch).unwrap();
+        assert_eq!(records.len(), 2);
+        assert_eq!((records[0].offset, records[0].key, records[0].value), (40, Some(&b"k1"[..]), Some(&b"hello"[..])));
+        assert_eq!((records[1].offset, records[1].key, records[1].timestamp), (41, None, 1_700_000_000_007));
+        let tombstone = encode_batch(&[Record { key: Some(b"k"), value: None, timestamp_delta: 0 }], 5);
+        assert_eq!(read_records(&tombstone).unwrap()[0].value, None);
+        for cut in HEADER_BYTES..batch.len() {
+            assert!(read_records(&batch[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut lying = sample();
+        lying[HEADER_BYTES] = 0x7e; // record length far past the end
+        assert!(read_records(&lying).is_err());
     }
 
     #[test]

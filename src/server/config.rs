@@ -21,6 +21,17 @@ pub struct ServeConfig {
     /// Largest request frame accepted (Kafka's `socket.request.max.bytes`).
     pub max_request_bytes: usize,
     pub node_id: i32,
+    /// Partitions of `__consumer_offsets`, fixed when it is created at first
+    /// start (Kafka's `offsets.topic.num.partitions`).
+    pub offsets_topic_num_partitions: i32,
+    /// Kafka's `group.initial.rebalance.delay.ms`.
+    pub group_initial_rebalance_delay_ms: u64,
+    /// Kafka's `offsets.retention.minutes`.
+    pub offsets_retention_minutes: u64,
+    /// Kafka's `offsets.retention.check.interval.ms`.
+    pub offsets_retention_check_interval_ms: u64,
+    /// Kafka's `group.min.session.timeout.ms`.
+    pub group_min_session_timeout_ms: i32,
 }
 
 impl Default for ServeConfig {
@@ -35,6 +46,11 @@ impl Default for ServeConfig {
             default_partitions: 1,
             max_request_bytes: 100 << 20,
             node_id: 0,
+            offsets_topic_num_partitions: 50,
+            group_initial_rebalance_delay_ms: 3000,
+            offsets_retention_minutes: 7 * 24 * 60,
+            offsets_retention_check_interval_ms: 600_000,
+            group_min_session_timeout_ms: 6000,
         }
     }
 }
@@ -54,6 +70,17 @@ impl ServeConfig {
         let (host, port) = text.rsplit_once(':').ok_or_else(|| format!("--advertise {text:?}: expected HOST:PORT"))?;
         let port = port.parse::<u16>().map_err(|e| format!("--advertise {text:?}: {e}"))?;
         Ok((host.trim_matches(|c| c == '[' || c == ']').to_string(), i32::from(port)))
+    }
+
+    pub fn group_settings(&self) -> crate::groups::GroupSettings {
+        crate::groups::GroupSettings {
+            offsets_partitions: self.offsets_topic_num_partitions.clamp(1, 1000),
+            initial_rebalance_delay_ms: self.group_initial_rebalance_delay_ms,
+            offsets_retention_ms: (self.offsets_retention_minutes as i64).saturating_mul(60_000),
+            offsets_retention_check_ms: self.offsets_retention_check_interval_ms.max(1),
+            min_session_timeout_ms: self.group_min_session_timeout_ms.max(1),
+            ..Default::default()
+        }
     }
 
     /// The cores shards run on, one shard per entry.

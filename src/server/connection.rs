@@ -20,7 +20,7 @@ use kafka_protocol::{
 
 use crate::{
     limits,
-    server::handlers::{self, api_versions},
+    server::handlers::{self, api_versions, groups},
     shard::Shard,
     storage::Chunk,
 };
@@ -119,10 +119,10 @@ async fn read_frames(
             log::debug!("connection from {peer}: closed mid-request: {e}");
             break;
         }
-        let shard = shard.clone();
+        let (shard, peer) = (shard.clone(), peer.clone());
         let task = glommio::spawn_local(async move {
             shard.inflight.set(shard.inflight.get() + 1);
-            let result = handle_frame(&shard, frame.freeze()).await;
+            let result = handle_frame(&shard, frame.freeze(), &peer).await;
             shard.inflight.set(shard.inflight.get() - 1);
             result
         })
@@ -136,7 +136,7 @@ async fn read_frames(
 
 /// Decodes and answers one request: the response frame as chunks to write
 /// in order. `Ok(None)`: no response is due (acks=0).
-async fn handle_frame(shard: &Rc<Shard>, frame: Bytes) -> Result<Option<Vec<Chunk>>, String> {
+async fn handle_frame(shard: &Rc<Shard>, frame: Bytes, peer: &str) -> Result<Option<Vec<Chunk>>, String> {
     let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
     let version = i16::from_be_bytes([frame[2], frame[3]]);
     if i16::from_be_bytes([frame[0], frame[1]]) == ApiKey::Fetch as i16 && handlers::supported(ApiKey::Fetch, version) {
@@ -147,11 +147,11 @@ async fn handle_frame(shard: &Rc<Shard>, frame: Bytes) -> Result<Option<Vec<Chun
         let topics = handlers::fetch::handle(shard, req).await;
         return Ok(Some(crate::server::fetch_encode::encode(correlation_id, version, &topics)));
     }
-    Ok(handle_other(shard, frame).await?.map(|b| vec![Chunk::Memory(b)]))
+    Ok(handle_other(shard, frame, peer).await?.map(|b| vec![Chunk::Memory(b)]))
 }
 
 /// Every API but Fetch: encoded by the protocol crate into one buffer.
-async fn handle_other(shard: &Rc<Shard>, mut frame: Bytes) -> Result<Option<Bytes>, String> {
+async fn handle_other(shard: &Rc<Shard>, mut frame: Bytes, peer: &str) -> Result<Option<Bytes>, String> {
     let api_key = i16::from_be_bytes([frame[0], frame[1]]);
     let version = i16::from_be_bytes([frame[2], frame[3]]);
     let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
@@ -208,9 +208,71 @@ async fn handle_other(shard: &Rc<Shard>, mut frame: Bytes) -> Result<Option<Byte
             let resp = handlers::list_offsets::handle(shard, req).await;
             frame_response(header.correlation_id, version, &resp, response_header_version)?
         }
+        ApiKey::FindCoordinator => {
+            let req = FindCoordinatorRequest::decode(body, version).map_err(bad)?;
+            let resp = groups::find_coordinator(shard, req, version);
+            frame_response(header.correlation_id, version, &resp, response_header_version)?
+        }
+        ApiKey::JoinGroup => {
+            let req = JoinGroupRequest::decode(body, version).map_err(bad)?;
+            let client_id = header.client_id.as_ref().map(|c| c.to_string()).unwrap_or_default();
+            let resp = groups::join(shard, req, version, client_id, client_host(peer)).await;
+            frame_response(header.correlation_id, version, &resp, response_header_version)?
+        }
+        ApiKey::SyncGroup => {
+            let req = SyncGroupRequest::decode(body, version).map_err(bad)?;
+            let resp = groups::sync(shard, req).await;
+            frame_response(header.correlation_id, version, &resp, response_header_version)?
+        }
+        ApiKey::Heartbeat => {
+            let req = HeartbeatRequest::decode(body, version).map_err(bad)?;
+            let resp = groups::heartbeat(shard, req).await;
+            frame_response(header.correlation_id, version, &resp, response_header_version)?
+        }
+        ApiKey::LeaveGroup => {
+            let req = LeaveGroupRequest::decode(body, version).map_err(bad)?;
+            let resp = groups::leave(shard, req, version).await;
+            frame_response(header.correlation_id, version, &resp, response_header_version)?
+        }
+        ApiKey::OffsetCommit => {
+            let req = OffsetCommitRequest::decode(body, version).map_err(bad)?;
+            let resp = groups::commit(shard, req, version).await;
+            frame_response(header.correlation_id, version, &resp, response_header_version)?
+        }
+        ApiKey::OffsetFetch => {
+            let req = OffsetFetchRequest::decode(body, version).map_err(bad)?;
+            let resp = groups::offset_fetch(shard, req, version).await;
+            frame_response(header.correlation_id, version, &resp, response_header_version)?
+        }
+        ApiKey::DescribeGroups => {
+            let req = DescribeGroupsRequest::decode(body, version).map_err(bad)?;
+            let resp = groups::describe(shard, req).await;
+            frame_response(header.correlation_id, version, &resp, response_header_version)?
+        }
+        ApiKey::ListGroups => {
+            let req = ListGroupsRequest::decode(body, version).map_err(bad)?;
+            let resp = groups::list(shard, req).await;
+            frame_response(header.correlation_id, version, &resp, response_header_version)?
+        }
+        ApiKey::DeleteGroups => {
+            let req = DeleteGroupsRequest::decode(body, version).map_err(bad)?;
+            let resp = groups::delete(shard, req).await;
+            frame_response(header.correlation_id, version, &resp, response_header_version)?
+        }
+        ApiKey::OffsetDelete => {
+            let req = OffsetDeleteRequest::decode(body, version).map_err(bad)?;
+            let resp = groups::offset_delete(shard, req).await;
+            frame_response(header.correlation_id, version, &resp, response_header_version)?
+        }
         other => return Err(format!("{other:?} is not served")),
     };
     Ok(Some(out))
+}
+
+/// Kafka's form of a member's host: "/" and the peer's IP.
+fn client_host(peer: &str) -> String {
+    let ip = peer.parse::<std::net::SocketAddr>().map_or_else(|_| peer.to_string(), |a| a.ip().to_string());
+    format!("/{ip}")
 }
 
 fn decode_failed(key: ApiKey, version: i16, e: impl std::fmt::Display) -> String {

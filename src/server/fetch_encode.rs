@@ -210,7 +210,9 @@ mod tests {
 
     /// A range in the middle of a real file.
     fn file_chunk() -> Chunk {
-        let dir = std::env::temp_dir().join(format!("shardlog-fetch-encode-{}", std::process::id()));
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("shardlog-fetch-encode-{}-{n}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("segment");
         let mut content = b"before|".to_vec();

@@ -21,7 +21,13 @@ use std::{
 
 use glommio::{channels::channel_mesh::MeshBuilder, net::TcpListener, LocalExecutorBuilder, Placement};
 
-use crate::shard::{topics::TopicTable, BrokerSettings, Envelope, Shard};
+use crate::{
+    groups::OFFSETS_TOPIC,
+    shard::{
+        topics::{TopicMeta, TopicTable},
+        BrokerSettings, Envelope, Shard,
+    },
+};
 pub use config::ServeConfig;
 
 /// Capacity of each shard-to-shard channel: senders wait (backpressure)
@@ -48,7 +54,10 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
     // the port silently and split its clients: refuse if anything already
     // accepts connections there.
     refuse_if_listening(listen)?;
-    let table = Arc::new(TopicTable::load(&config.data_dir)?);
+    let mut table = TopicTable::load(&config.data_dir)?;
+    let groups = config.group_settings();
+    ensure_offsets_topic(&mut table, &config.data_dir, groups.offsets_partitions, cpus.len())?;
+    let table = Arc::new(table);
     let settings = Arc::new(BrokerSettings {
         node_id: config.node_id,
         advertised_host,
@@ -58,6 +67,7 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
         auto_create_topics: config.auto_create_topics,
         default_partitions: config.default_partitions.max(1),
         max_request_bytes: config.max_request_bytes,
+        groups,
     });
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -184,6 +194,7 @@ async fn run_shard(
     let shard = Shard::new(settings, senders, table.clone());
     shard.serve_peers(receivers);
     shard.apply_topics(table).await;
+    load_groups(&shard).await;
     let listener = match bind(listen) {
         Ok(l) => l,
         Err(e) => {
@@ -202,6 +213,106 @@ async fn run_shard(
     }
     shard.close_all().await;
     Ok(())
+}
+
+/// Creates `__consumer_offsets` at first start: internal, compacted, with
+/// the configured partition count spread over the shards.
+fn ensure_offsets_topic(
+    table: &mut TopicTable,
+    data_dir: &std::path::Path,
+    partitions: i32,
+    shards: usize,
+) -> Result<(), String> {
+    if table.topics.contains_key(OFFSETS_TOPIC) {
+        return Ok(());
+    }
+    let configs = [("cleanup.policy", "compact"), ("segment.bytes", "104857600")]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let meta = TopicMeta {
+        id: crate::shard::topics::new_topic_id(),
+        shards: crate::shard::router::assign(OFFSETS_TOPIC, partitions, shards),
+        configs,
+        internal: true,
+    };
+    table.topics.insert(OFFSETS_TOPIC.to_string(), meta);
+    table.save(data_dir).map_err(|e| format!("cannot persist topic metadata in {}: {e}", data_dir.display()))
+}
+
+/// Replays the `__consumer_offsets` partitions this shard owns into its
+/// group coordinator, then starts the offset-expiry timer.
+async fn load_groups(shard: &Rc<Shard>) {
+    let started = Instant::now();
+    let partitions = shard.groups_partitions();
+    let total: i64 = partitions.iter().map(|p| p.log.log_end() - p.log.log_start()).sum();
+    let mut done = 0i64;
+    let mut next_report = Instant::now() + Duration::from_secs(2);
+    for p in partitions {
+        let mut offset = p.log.log_start();
+        while offset < p.log.log_end() {
+            let slice = match p.log.read(offset, 1 << 20).await {
+                Ok(s) => s,
+                Err(e) => {
+                    log::error!("shard {}: cannot replay {}: {e}", shard.id, p.log.name());
+                    break;
+                }
+            };
+            let bytes = slice.to_vec();
+            let mut at = 0;
+            let before = offset;
+            while at < bytes.len() {
+                let Ok(header) = crate::protocol::record_batch::BatchHeader::parse(&bytes[at..], usize::MAX) else {
+                    break;
+                };
+                let end = (at + header.total_bytes()).min(bytes.len());
+                match crate::protocol::record_batch::read_records(&bytes[at..end]) {
+                    Ok(records) => {
+                        for r in records {
+                            if let Some(key) = r.key {
+                                if let Err(e) = shard.groups.replay(key, r.value) {
+                                    log::warn!("{}: skipping record at offset {}: {e}", p.log.name(), r.offset);
+                                }
+                            }
+                        }
+                    }
+                    Err(e) => log::warn!("{}: skipping batch at offset {}: {e}", p.log.name(), header.base_offset),
+                }
+                offset = header.last_offset() + 1;
+                at = end;
+            }
+            if offset == before {
+                break; // nothing readable: leave the rest alone
+            }
+            done += offset - before;
+            if Instant::now() >= next_report {
+                log::info!("shard {}: loading groups: {done} of {total} offsets replayed", shard.id);
+                next_report = Instant::now() + Duration::from_secs(2);
+            }
+        }
+    }
+    shard.groups.arm_restored_sessions(shard);
+    let (groups, keys) = shard.groups.cache_size();
+    if total > 0 {
+        log::info!(
+            "shard {}: loaded {keys} committed offsets of {groups} groups from {} records in {} ms",
+            shard.id,
+            shard.groups.replayed.get(),
+            started.elapsed().as_millis()
+        );
+    }
+    let every = Duration::from_millis(shard.settings.groups.offsets_retention_check_ms);
+    let shard = shard.clone();
+    glommio::spawn_local(async move {
+        loop {
+            glommio::timer::sleep(every).await;
+            let n = crate::groups::coordinator::expire_offsets(&shard).await;
+            if n > 0 {
+                log::info!("shard {}: expired {n} committed offsets", shard.id);
+            }
+        }
+    })
+    .detach();
 }
 
 /// Accepts connections until a stop signal. The signal flag is checked when

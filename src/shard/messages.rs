@@ -89,6 +89,8 @@ pub enum ShardRequest {
     DeleteTopics { names: Vec<String> },
     /// From the controller to every shard: the new topic table.
     ApplyTopics { table: Arc<TopicTable> },
+    /// To a group's coordinator shard.
+    Group(crate::groups::GroupCall),
 }
 
 #[derive(Debug)]
@@ -108,6 +110,7 @@ pub enum ShardResponse {
     },
     Topics(Vec<TopicOutcome>),
     Applied,
+    Group(crate::groups::GroupAnswer),
     /// The owner shard is gone (the broker is shutting down): answer the
     /// client with a retriable error instead of failing the connection.
     Unavailable,

@@ -47,6 +47,7 @@ pub struct BrokerSettings {
     pub auto_create_topics: bool,
     pub default_partitions: i32,
     pub max_request_bytes: usize,
+    pub groups: crate::groups::GroupSettings,
 }
 
 pub struct Shard {
@@ -58,6 +59,8 @@ pub struct Shard {
     partitions: RefCell<HashMap<(String, i32), Rc<Partition>>>,
     /// Requests being handled, so shutdown can let them finish.
     pub inflight: Cell<usize>,
+    /// The consumer groups this shard coordinates, and their offsets.
+    pub groups: crate::groups::Coordinator,
     /// Serialises topic changes on the controller (a shard-local semaphore,
     /// not a lock between cores).
     controller_permit: glommio::sync::Semaphore,
@@ -73,6 +76,7 @@ impl Shard {
             topics: RefCell::new(table),
             partitions: RefCell::new(HashMap::new()),
             inflight: Cell::new(0),
+            groups: Default::default(),
             controller_permit: glommio::sync::Semaphore::new(1),
         })
     }
@@ -84,6 +88,18 @@ impl Shard {
 
     pub(crate) fn partition(&self, topic: &str, partition: i32) -> Option<Rc<Partition>> {
         self.partitions.borrow().get(&(topic.to_string(), partition)).cloned()
+    }
+
+    /// The `__consumer_offsets` partitions this shard owns.
+    pub fn groups_partitions(&self) -> Vec<Rc<Partition>> {
+        let partitions = self.partitions.borrow();
+        let mut out: Vec<(i32, Rc<Partition>)> = partitions
+            .iter()
+            .filter(|((t, _), _)| t == crate::groups::OFFSETS_TOPIC)
+            .map(|((_, p), part)| (*p, part.clone()))
+            .collect();
+        out.sort_by_key(|(p, _)| *p);
+        out.into_iter().map(|(_, p)| p).collect()
     }
 
     /// Sends `request` to shard `target` and waits for the answer; a plain

@@ -52,6 +52,7 @@ impl Shard {
                 self.apply_topics(table).await;
                 ShardResponse::Applied
             }
+            ShardRequest::Group(call) => ShardResponse::Group(crate::groups::coordinator::handle(self, call).await),
         }
     }
 

@@ -44,11 +44,16 @@ pub async fn handle(shard: &Rc<Shard>, request: ProduceRequest) -> Option<Produc
     // else shares can be appended without a copy (see `split_batches`).
     for topic in request.topic_data {
         let name = topic.name.0.to_string();
+        // Only the broker writes its internal topics, as in Kafka.
+        let internal = table.topics.get(&name).is_some_and(|m| m.internal);
         for p in topic.partition_data {
             let owner = router::owner(&table, &name, p.index, shard.count);
             let (shard, name, index, records) = (shard.clone(), name.clone(), p.index, p.records);
             tasks.push(glommio::spawn_local(async move {
                 let result = match (owner, records) {
+                    _ if internal => {
+                        failed(codes::INVALID_TOPIC_EXCEPTION, Some(format!("cannot produce to internal topic {name}")))
+                    }
                     (None, _) => failed(codes::UNKNOWN_TOPIC_OR_PARTITION, None),
                     (Some(_), None) => failed(codes::INVALID_RECORD, Some("no records".into())),
                     (Some(owner), Some(records)) => append_all(&shard, owner, &name, index, records, acks == -1).await,

@@ -1,0 +1,345 @@
+//! The group APIs: FindCoordinator 0–4, JoinGroup 0–7, SyncGroup 0–5,
+//! Heartbeat 0–4, LeaveGroup 0–4, OffsetCommit 2–8, OffsetFetch 1–8,
+//! DescribeGroups 0–5, ListGroups 0–4, DeleteGroups 0–2, OffsetDelete 0.
+//!
+//! Each request goes to the shard that coordinates its group (the owner of
+//! the group's `__consumer_offsets` partition), by message when that is
+//! another shard; requests about several groups fan out and gather.
+
+use std::{collections::BTreeMap, rc::Rc};
+
+use kafka_protocol::messages::{
+    find_coordinator_response::Coordinator as CoordinatorOut,
+    list_groups_response::ListedGroup as ListedOut,
+    offset_fetch_response::{
+        OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+        OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+    },
+    DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse, FindCoordinatorRequest,
+    FindCoordinatorResponse, GroupId, HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse,
+    LeaveGroupRequest, LeaveGroupResponse, ListGroupsRequest, ListGroupsResponse, OffsetCommitRequest,
+    OffsetCommitResponse, OffsetDeleteRequest, OffsetDeleteResponse, OffsetFetchRequest, OffsetFetchResponse,
+    SyncGroupRequest, SyncGroupResponse, TopicName,
+};
+
+use crate::{
+    groups::{
+        coordinator::errors::{COORDINATOR_NOT_AVAILABLE, INVALID_GROUP_ID},
+        records, FetchedOffset, GroupAnswer, GroupCall, OFFSETS_TOPIC,
+    },
+    server::handlers::str_bytes,
+    shard::{router, Shard, ShardId, ShardRequest, ShardResponse},
+};
+
+/// The shard coordinating `group`, if `__consumer_offsets` exists.
+fn coordinator_of(shard: &Shard, group: &str) -> Option<ShardId> {
+    let partition = records::partition_for(group, shard.settings.groups.offsets_partitions);
+    router::owner(&shard.topics(), OFFSETS_TOPIC, partition, shard.count)
+}
+
+/// Sends a group call to its coordinator; `None` when none is reachable.
+async fn call(shard: &Rc<Shard>, group: &str, call: GroupCall) -> Option<GroupAnswer> {
+    let owner = coordinator_of(shard, group)?;
+    match shard.call(owner, ShardRequest::Group(call)).await {
+        ShardResponse::Group(answer) => Some(answer),
+        _ => None,
+    }
+}
+
+pub fn find_coordinator(shard: &Shard, req: FindCoordinatorRequest, version: i16) -> FindCoordinatorResponse {
+    let mut resp = FindCoordinatorResponse::default();
+    let keys: Vec<String> = if version >= 4 {
+        req.coordinator_keys.iter().map(|k| k.to_string()).collect()
+    } else {
+        vec![req.key.to_string()]
+    };
+    let settings = &shard.settings;
+    for key in keys {
+        let mut c = CoordinatorOut::default();
+        c.key = str_bytes(&key);
+        if req.key_type != 0 {
+            c.error_code = COORDINATOR_NOT_AVAILABLE;
+            c.error_message = Some(str_bytes("transactions are not supported yet"));
+            c.node_id = (-1).into();
+            c.port = -1;
+        } else if key.is_empty() {
+            c.error_code = INVALID_GROUP_ID;
+            c.node_id = (-1).into();
+            c.port = -1;
+        } else if coordinator_of(shard, &key).is_none() {
+            c.error_code = COORDINATOR_NOT_AVAILABLE;
+            c.error_message = Some(str_bytes(&format!("{OFFSETS_TOPIC} is not available")));
+            c.node_id = (-1).into();
+            c.port = -1;
+        } else {
+            c.node_id = settings.node_id.into();
+            c.host = str_bytes(&settings.advertised_host);
+            c.port = settings.advertised_port;
+        }
+        resp.coordinators.push(c);
+    }
+    if version < 4 {
+        let c = resp.coordinators.pop().expect("one key before v4");
+        resp.error_code = c.error_code;
+        resp.error_message = c.error_message;
+        resp.node_id = c.node_id;
+        resp.host = c.host;
+        resp.port = c.port;
+    }
+    resp
+}
+
+pub async fn join(
+    shard: &Rc<Shard>,
+    request: JoinGroupRequest,
+    version: i16,
+    client_id: String,
+    client_host: String,
+) -> JoinGroupResponse {
+    let group = request.group_id.0.to_string();
+    let member = request.member_id.clone();
+    match call(shard, &group, GroupCall::Join { request, version, client_id, client_host }).await {
+        Some(GroupAnswer::Join(r)) => r,
+        _ => {
+            let mut r = JoinGroupResponse::default();
+            r.error_code = COORDINATOR_NOT_AVAILABLE;
+            r.generation_id = -1;
+            r.member_id = member;
+            r
+        }
+    }
+}
+
+pub async fn sync(shard: &Rc<Shard>, request: SyncGroupRequest) -> SyncGroupResponse {
+    let group = request.group_id.0.to_string();
+    match call(shard, &group, GroupCall::Sync { request }).await {
+        Some(GroupAnswer::Sync(r)) => r,
+        _ => {
+            let mut r = SyncGroupResponse::default();
+            r.error_code = COORDINATOR_NOT_AVAILABLE;
+            r
+        }
+    }
+}
+
+pub async fn heartbeat(shard: &Rc<Shard>, request: HeartbeatRequest) -> HeartbeatResponse {
+    let group = request.group_id.0.to_string();
+    let mut r = HeartbeatResponse::default();
+    r.error_code = match call(shard, &group, GroupCall::Heartbeat { request }).await {
+        Some(GroupAnswer::Heartbeat(code)) => code,
+        _ => COORDINATOR_NOT_AVAILABLE,
+    };
+    r
+}
+
+pub async fn leave(shard: &Rc<Shard>, request: LeaveGroupRequest, version: i16) -> LeaveGroupResponse {
+    let group = request.group_id.0.to_string();
+    match call(shard, &group, GroupCall::Leave { request, version }).await {
+        Some(GroupAnswer::Leave(r)) => r,
+        _ => {
+            let mut r = LeaveGroupResponse::default();
+            r.error_code = COORDINATOR_NOT_AVAILABLE;
+            r
+        }
+    }
+}
+
+pub async fn commit(shard: &Rc<Shard>, request: OffsetCommitRequest, version: i16) -> OffsetCommitResponse {
+    let group = request.group_id.0.to_string();
+    // Kept to answer every partition if the coordinator cannot be reached.
+    let echo: Vec<(TopicName, Vec<i32>)> = request
+        .topics
+        .iter()
+        .map(|t| (t.name.clone(), t.partitions.iter().map(|p| p.partition_index).collect()))
+        .collect();
+    match call(shard, &group, GroupCall::Commit { request, version }).await {
+        Some(GroupAnswer::Commit(r)) => r,
+        _ => {
+            use kafka_protocol::messages::offset_commit_response::{
+                OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+            };
+            let mut r = OffsetCommitResponse::default();
+            for (name, partitions) in echo {
+                let mut t = OffsetCommitResponseTopic::default();
+                t.name = name;
+                for p in partitions {
+                    let mut rp = OffsetCommitResponsePartition::default();
+                    rp.partition_index = p;
+                    rp.error_code = COORDINATOR_NOT_AVAILABLE;
+                    t.partitions.push(rp);
+                }
+                r.topics.push(t);
+            }
+            r
+        }
+    }
+}
+
+pub async fn offset_fetch(shard: &Rc<Shard>, req: OffsetFetchRequest, version: i16) -> OffsetFetchResponse {
+    let mut resp = OffsetFetchResponse::default();
+    if version >= 8 {
+        for g in req.groups {
+            let topics =
+                g.topics.map(|ts| ts.into_iter().map(|t| (t.name.0.to_string(), t.partition_indexes)).collect());
+            let group = g.group_id.0.to_string();
+            let mut out = OffsetFetchResponseGroup::default();
+            out.group_id = g.group_id;
+            match fetch_group(shard, &group, topics).await {
+                Ok(found) => {
+                    for (topic, parts) in by_topic(found) {
+                        let mut t = OffsetFetchResponseTopics::default();
+                        t.name = TopicName(str_bytes(&topic));
+                        for f in parts {
+                            let mut p = OffsetFetchResponsePartitions::default();
+                            p.partition_index = f.partition;
+                            p.committed_offset = f.offset;
+                            p.committed_leader_epoch = f.leader_epoch;
+                            p.metadata = Some(str_bytes(&f.metadata));
+                            t.partitions.push(p);
+                        }
+                        out.topics.push(t);
+                    }
+                }
+                Err(code) => out.error_code = code,
+            }
+            resp.groups.push(out);
+        }
+        return resp;
+    }
+    let topics = req.topics.map(|ts| ts.into_iter().map(|t| (t.name.0.to_string(), t.partition_indexes)).collect());
+    match fetch_group(shard, req.group_id.0.as_str(), topics).await {
+        Ok(found) => {
+            for (topic, parts) in by_topic(found) {
+                let mut t = OffsetFetchResponseTopic::default();
+                t.name = TopicName(str_bytes(&topic));
+                for f in parts {
+                    let mut p = OffsetFetchResponsePartition::default();
+                    p.partition_index = f.partition;
+                    p.committed_offset = f.offset;
+                    p.committed_leader_epoch = f.leader_epoch;
+                    p.metadata = Some(str_bytes(&f.metadata));
+                    t.partitions.push(p);
+                }
+                resp.topics.push(t);
+            }
+        }
+        Err(code) => resp.error_code = code,
+    }
+    resp
+}
+
+async fn fetch_group(
+    shard: &Rc<Shard>,
+    group: &str,
+    topics: Option<Vec<(String, Vec<i32>)>>,
+) -> Result<Vec<FetchedOffset>, i16> {
+    match call(shard, group, GroupCall::FetchOffsets { group: group.to_string(), topics }).await {
+        Some(GroupAnswer::Offsets(r)) => r,
+        _ => Err(COORDINATOR_NOT_AVAILABLE),
+    }
+}
+
+fn by_topic(found: Vec<FetchedOffset>) -> Vec<(String, Vec<FetchedOffset>)> {
+    let mut out: Vec<(String, Vec<FetchedOffset>)> = Vec::new();
+    for f in found {
+        match out.iter_mut().find(|(t, _)| *t == f.topic) {
+            Some((_, v)) => v.push(f),
+            None => out.push((f.topic.clone(), vec![f])),
+        }
+    }
+    out
+}
+
+/// Groups by coordinator shard, keeping request order for the answer.
+fn by_coordinator(shard: &Shard, groups: &[String]) -> BTreeMap<Option<ShardId>, Vec<String>> {
+    let mut out: BTreeMap<Option<ShardId>, Vec<String>> = BTreeMap::new();
+    for g in groups {
+        out.entry(coordinator_of(shard, g)).or_default().push(g.clone());
+    }
+    out
+}
+
+pub async fn describe(shard: &Rc<Shard>, req: DescribeGroupsRequest) -> DescribeGroupsResponse {
+    let names: Vec<String> = req.groups.iter().map(|g| g.0.to_string()).collect();
+    let mut described = Vec::new();
+    for (owner, groups) in by_coordinator(shard, &names) {
+        let answer = match owner {
+            Some(owner) => shard.call(owner, ShardRequest::Group(GroupCall::Describe { groups: groups.clone() })).await,
+            None => ShardResponse::Unavailable,
+        };
+        match answer {
+            ShardResponse::Group(GroupAnswer::Describe(r)) => described.extend(r.groups),
+            _ => {
+                for g in groups {
+                    let mut d = kafka_protocol::messages::describe_groups_response::DescribedGroup::default();
+                    d.group_id = GroupId(str_bytes(&g));
+                    d.error_code = COORDINATOR_NOT_AVAILABLE;
+                    described.push(d);
+                }
+            }
+        }
+    }
+    let mut resp = DescribeGroupsResponse::default();
+    for name in &names {
+        if let Some(i) = described.iter().position(|d| d.group_id.0.as_str() == name) {
+            resp.groups.push(described.swap_remove(i));
+        }
+    }
+    resp
+}
+
+pub async fn list(shard: &Rc<Shard>, req: ListGroupsRequest) -> ListGroupsResponse {
+    let states: Vec<String> = req.states_filter.iter().map(|s| s.to_string()).collect();
+    let mut resp = ListGroupsResponse::default();
+    for target in 0..shard.count {
+        match shard.call(target, ShardRequest::Group(GroupCall::List { states: states.clone() })).await {
+            ShardResponse::Group(GroupAnswer::List(groups)) => {
+                for g in groups {
+                    let mut l = ListedOut::default();
+                    l.group_id = GroupId(str_bytes(&g.group));
+                    l.protocol_type = str_bytes(&g.protocol_type);
+                    l.group_state = str_bytes(g.state);
+                    l.group_type = str_bytes("classic");
+                    resp.groups.push(l);
+                }
+            }
+            _ => resp.error_code = COORDINATOR_NOT_AVAILABLE,
+        }
+    }
+    resp
+}
+
+pub async fn delete(shard: &Rc<Shard>, req: DeleteGroupsRequest) -> DeleteGroupsResponse {
+    let names: Vec<String> = req.groups_names.iter().map(|g| g.0.to_string()).collect();
+    let mut resp = DeleteGroupsResponse::default();
+    for (owner, groups) in by_coordinator(shard, &names) {
+        let answer = match owner {
+            Some(owner) => shard.call(owner, ShardRequest::Group(GroupCall::Delete { groups: groups.clone() })).await,
+            None => ShardResponse::Unavailable,
+        };
+        match answer {
+            ShardResponse::Group(GroupAnswer::Delete(r)) => resp.results.extend(r.results),
+            _ => {
+                for g in groups {
+                    let mut r = kafka_protocol::messages::delete_groups_response::DeletableGroupResult::default();
+                    r.group_id = GroupId(str_bytes(&g));
+                    r.error_code = COORDINATOR_NOT_AVAILABLE;
+                    resp.results.push(r);
+                }
+            }
+        }
+    }
+    resp
+}
+
+pub async fn offset_delete(shard: &Rc<Shard>, request: OffsetDeleteRequest) -> OffsetDeleteResponse {
+    let group = request.group_id.0.to_string();
+    match call(shard, &group, GroupCall::OffsetDelete { request }).await {
+        Some(GroupAnswer::OffsetDelete(r)) => r,
+        _ => {
+            let mut r = OffsetDeleteResponse::default();
+            r.error_code = COORDINATOR_NOT_AVAILABLE;
+            r
+        }
+    }
+}
