@@ -14,6 +14,8 @@ pub struct Broker {
     pub port: u16,
     pub data_dir: PathBuf,
     pub cores: usize,
+    /// A `--config` file, kept for restarts.
+    pub config: Option<PathBuf>,
     /// Lines the broker wrote to stderr (its log), collected in the background.
     pub log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
@@ -40,8 +42,24 @@ impl Broker {
     }
 
     pub fn start_on(data_dir: &Path, port: u16, cores: usize, env: &[(&str, &str)]) -> Self {
+        Self::launch(data_dir, port, cores, env, None)
+    }
+
+    /// Starts with extra settings in a TOML config file (written beside the
+    /// data directory), which restarts keep using.
+    pub fn start_with_config(data_dir: &Path, cores: usize, toml: &str, env: &[(&str, &str)]) -> Self {
+        let config = data_dir.with_extension("toml");
+        std::fs::write(&config, toml).unwrap();
+        Self::launch(data_dir, free_port(), cores, env, Some(config))
+    }
+
+    fn launch(data_dir: &Path, port: u16, cores: usize, env: &[(&str, &str)], config: Option<PathBuf>) -> Self {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_shardlog"));
-        cmd.args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--cores", &cores.to_string()])
+        cmd.arg("serve");
+        if let Some(c) = &config {
+            cmd.arg("--config").arg(c);
+        }
+        cmd.args(["--listen", &format!("127.0.0.1:{port}"), "--cores", &cores.to_string()])
             .arg("--data-dir")
             .arg(data_dir)
             .stdout(Stdio::piped())
@@ -72,7 +90,7 @@ impl Broker {
                 Command::new("ss").arg("-ltnp").output().map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
             panic!("broker did not start; log: {:?}; listening sockets: {sockets:?}", log.lock().unwrap());
         }
-        Self { child: Some(child), port, data_dir: data_dir.to_path_buf(), cores, log }
+        Self { child: Some(child), port, data_dir: data_dir.to_path_buf(), cores, config, log }
     }
 
     pub fn bootstrap(&self) -> String {
@@ -102,7 +120,7 @@ impl Broker {
 
     /// Starts again on the same port and data directory.
     pub fn restart(&mut self) {
-        let next = Self::start_on(&self.data_dir.clone(), self.port, self.cores, &[]);
+        let next = Self::launch(&self.data_dir.clone(), self.port, self.cores, &[], self.config.clone());
         *self = next;
     }
 

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod broker;
+pub mod offsets_schema;
 pub mod wire;
 
 use std::{future::Future, path::Path, rc::Rc};
