@@ -286,6 +286,32 @@ pub fn read_records(batch: &[u8]) -> Result<Vec<RecordRef<'_>>, String> {
     Ok(out)
 }
 
+/// The batch with only the records marked in `keep` (one flag per record,
+/// in order; the batch must have passed [`read_records`]). Every header
+/// field stays (base offset, last offset delta, timestamps, producer id,
+/// epoch and sequence, attributes) except the length, count and CRC, as
+/// Kafka's log cleaner does.
+pub fn retain_records(batch: &[u8], keep: &[bool]) -> Vec<u8> {
+    let mut out = batch[..HEADER_BYTES].to_vec();
+    let mut at = HEADER_BYTES;
+    let mut kept = 0i32;
+    for &k in keep {
+        let (len, n) = get_varlong(&batch[at..]).expect("records were read before");
+        let end = at + n + len as usize;
+        if k {
+            out.extend_from_slice(&batch[at..end]);
+            kept += 1;
+        }
+        at = end;
+    }
+    let batch_length = (out.len() - LOG_OVERHEAD) as i32;
+    out[BATCH_LENGTH_AT..BATCH_LENGTH_AT + 4].copy_from_slice(&batch_length.to_be_bytes());
+    out[RECORDS_COUNT_AT..RECORDS_COUNT_AT + 4].copy_from_slice(&kept.to_be_bytes());
+    let crc = crc32c(&out[ATTRIBUTES_AT..]);
+    out[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+    out
+}
+
 /// A varint-length-prefixed byte field already measured (`len` -1: null).
 fn take_bytes<'a>(batch: &'a [u8], at: &mut usize, len: i64, end: usize) -> Option<Option<&'a [u8]>> {
     if len < 0 {
@@ -385,6 +411,23 @@ mod tests {
             Record { key: None, value: Some(b"world"), timestamp_delta: 7 },
         ];
         encode_batch(&records, 1_700_000_000_000)
+    }
+
+    #[test]
+    fn retained_records_keep_their_offsets_and_a_valid_crc() {
+        let records = [
+            Record { key: Some(b"a"), value: Some(b"1"), timestamp_delta: 0 },
+            Record { key: Some(b"b"), value: Some(b"2"), timestamp_delta: 1 },
+            Record { key: Some(b"a"), value: None, timestamp_delta: 2 },
+        ];
+        let mut batch = encode_batch(&records, 1000);
+        patch_base_offset(&mut batch, 70);
+        let cleaned = retain_records(&batch, &[false, true, true]);
+        let h = check_batch(&cleaned, MAX).expect("cleaned batch is valid");
+        assert_eq!((h.base_offset, h.last_offset_delta, h.records_count), (70, 2, 2));
+        let left = read_records(&cleaned).unwrap();
+        assert_eq!(left.iter().map(|r| r.offset).collect::<Vec<_>>(), vec![71, 72]);
+        assert_eq!(left[1].value, None);
     }
 
     #[test]

@@ -32,6 +32,12 @@ pub struct ServeConfig {
     pub offsets_retention_check_interval_ms: u64,
     /// Kafka's `group.min.session.timeout.ms`.
     pub group_min_session_timeout_ms: i32,
+    /// Segment size of `__consumer_offsets` when it is created (Kafka's
+    /// `offsets.topic.segment.bytes`).
+    pub offsets_topic_segment_bytes: u64,
+    /// How often each shard applies retention and compaction to its logs
+    /// (Kafka's `log.cleaner.backoff.ms` / `log.retention.check.interval.ms`).
+    pub log_maintenance_interval_ms: u64,
 }
 
 impl Default for ServeConfig {
@@ -51,6 +57,8 @@ impl Default for ServeConfig {
             offsets_retention_minutes: 7 * 24 * 60,
             offsets_retention_check_interval_ms: 600_000,
             group_min_session_timeout_ms: 6000,
+            offsets_topic_segment_bytes: 100 << 20,
+            log_maintenance_interval_ms: 15_000,
         }
     }
 }

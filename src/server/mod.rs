@@ -56,7 +56,14 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
     refuse_if_listening(listen)?;
     let mut table = TopicTable::load(&config.data_dir)?;
     let groups = config.group_settings();
-    ensure_offsets_topic(&mut table, &config.data_dir, groups.offsets_partitions, cpus.len())?;
+    ensure_offsets_topic(
+        &mut table,
+        &config.data_dir,
+        groups.offsets_partitions,
+        config.offsets_topic_segment_bytes,
+        cpus.len(),
+    )?;
+    let maintenance_every = Duration::from_millis(config.log_maintenance_interval_ms.max(10));
     let table = Arc::new(table);
     let settings = Arc::new(BrokerSettings {
         node_id: config.node_id,
@@ -82,7 +89,9 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
             (mesh.clone(), table.clone(), settings.clone(), stop.clone(), ready.clone());
         let handle = LocalExecutorBuilder::new(Placement::Fixed(cpu))
             .name(&format!("shard-{index}"))
-            .spawn(move || async move { run_shard(mesh, table, settings, listen, stop, ready).await })
+            .spawn(
+                move || async move { run_shard(mesh, table, settings, listen, stop, ready, maintenance_every).await },
+            )
             .map_err(|e| format!("cannot start shard on core {cpu}: {e}"))?;
         handles.push(handle);
     }
@@ -189,12 +198,14 @@ async fn run_shard(
     listen: std::net::SocketAddr,
     stop: Arc<AtomicBool>,
     ready: Arc<std::sync::atomic::AtomicUsize>,
+    maintenance_every: Duration,
 ) -> Result<(), String> {
     let (senders, receivers) = mesh.join().await.map_err(|e| format!("cannot join the shard mesh: {e}"))?;
     let shard = Shard::new(settings, senders, table.clone());
     shard.serve_peers(receivers);
     shard.apply_topics(table).await;
     load_groups(&shard).await;
+    spawn_log_maintenance(&shard, maintenance_every);
     let listener = match bind(listen) {
         Ok(l) => l,
         Err(e) => {
@@ -221,14 +232,15 @@ fn ensure_offsets_topic(
     table: &mut TopicTable,
     data_dir: &std::path::Path,
     partitions: i32,
+    segment_bytes: u64,
     shards: usize,
 ) -> Result<(), String> {
     if table.topics.contains_key(OFFSETS_TOPIC) {
         return Ok(());
     }
-    let configs = [("cleanup.policy", "compact"), ("segment.bytes", "104857600")]
+    let configs = [("cleanup.policy", "compact".to_string()), ("segment.bytes", segment_bytes.to_string())]
         .into_iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .map(|(k, v)| (k.to_string(), v))
         .collect();
     let meta = TopicMeta {
         id: crate::shard::topics::new_topic_id(),
@@ -309,6 +321,38 @@ async fn load_groups(shard: &Rc<Shard>) {
             let n = crate::groups::coordinator::expire_offsets(&shard).await;
             if n > 0 {
                 log::info!("shard {}: expired {n} committed offsets", shard.id);
+            }
+        }
+    })
+    .detach();
+}
+
+/// Every `every`, applies retention to delete-policy logs and compacts
+/// compacted ones (only when new segments were sealed since the last pass).
+fn spawn_log_maintenance(shard: &Rc<Shard>, every: Duration) {
+    let shard = shard.clone();
+    glommio::spawn_local(async move {
+        loop {
+            glommio::timer::sleep(every).await;
+            for p in shard.all_partitions() {
+                if p.log.config().compacted {
+                    let now = crate::storage::Clock::System.now_ms();
+                    if let Err(e) = p.log.compact(now).await {
+                        log::warn!("shard {}: compaction of {}: {e}", shard.id, p.log.name());
+                    }
+                }
+                match p.log.enforce_retention().await {
+                    Ok(o) if o.segments_deleted > 0 => log::info!(
+                        "shard {}: retention removed {} segment(s), {} bytes, of {}; log start now {}",
+                        shard.id,
+                        o.segments_deleted,
+                        o.bytes_deleted,
+                        p.log.name(),
+                        o.log_start
+                    ),
+                    Ok(_) => {}
+                    Err(e) => log::warn!("shard {}: retention of {}: {e}", shard.id, p.log.name()),
+                }
             }
         }
     })

@@ -90,6 +90,11 @@ impl Shard {
         self.partitions.borrow().get(&(topic.to_string(), partition)).cloned()
     }
 
+    /// Every partition this shard owns.
+    pub fn all_partitions(&self) -> Vec<Rc<Partition>> {
+        self.partitions.borrow().values().cloned().collect()
+    }
+
     /// The `__consumer_offsets` partitions this shard owns.
     pub fn groups_partitions(&self) -> Vec<Rc<Partition>> {
         let partitions = self.partitions.borrow();

@@ -19,6 +19,7 @@ pub const KNOWN_CONFIGS: &[&str] = &[
     "retention.bytes",
     "segment.bytes",
     "segment.ms",
+    "delete.retention.ms",
     "max.message.bytes",
     "index.interval.bytes",
 ];
@@ -100,14 +101,16 @@ pub fn log_config(configs: &BTreeMap<String, String>) -> Result<LogConfig, Strin
         let int = || value.parse::<i64>().map_err(|_| format!("config {key}={value:?} is not an integer"));
         match key.as_str() {
             "cleanup.policy" => match value.as_str() {
-                "delete" => c.compacted = false,
-                "compact" | "compact,delete" | "delete,compact" => c.compacted = true,
+                "delete" => (c.compacted, c.delete) = (false, true),
+                "compact" => (c.compacted, c.delete) = (true, false),
+                "compact,delete" | "delete,compact" => (c.compacted, c.delete) = (true, true),
                 _ => return Err(format!("cleanup.policy must be delete or compact, not {value:?}")),
             },
             "retention.ms" => c.retention_ms = Some(int()?).filter(|v| *v >= 0),
             "retention.bytes" => c.retention_bytes = u64::try_from(int()?).ok(),
             "segment.bytes" => c.segment_bytes = positive(key, int()?)? as u64,
             "segment.ms" => c.segment_ms = positive(key, int()?)?,
+            "delete.retention.ms" => c.delete_retention_ms = int()?.max(0),
             "max.message.bytes" => c.max_batch_bytes = positive(key, int()?)? as usize,
             "index.interval.bytes" => c.index_interval_bytes = positive(key, int()?)? as u32,
             other => return Err(format!("unknown topic config {other:?}")),

@@ -26,6 +26,12 @@ pub struct LogConfig {
     /// `cleanup.policy=compact`: batches may leave offset gaps after cleaning,
     /// so recovery cannot require dense offsets.
     pub compacted: bool,
+    /// `cleanup.policy` includes `delete`: time and size retention apply.
+    /// A compact-only log keeps every key's newest record however old.
+    pub delete: bool,
+    /// Tombstones older than this are dropped by compaction
+    /// (`delete.retention.ms`).
+    pub delete_retention_ms: i64,
     /// Leader epoch stamped into every appended batch.
     pub leader_epoch: i32,
 }
@@ -42,6 +48,8 @@ impl Default for LogConfig {
             max_batch_bytes: limits::BATCH_BYTES_DEFAULT,
             cache_bytes: limits::BATCH_CACHE_BYTES_DEFAULT,
             compacted: false,
+            delete: true,
+            delete_retention_ms: 24 * 3600 * 1000,
             leader_epoch: 0,
         }
     }

@@ -105,9 +105,9 @@ struct Pending {
     slot: ResultSlot,
 }
 
-struct LogState {
+pub(crate) struct LogState {
     /// By base offset; the last one is the active segment.
-    segments: BTreeMap<i64, Segment>,
+    pub(crate) segments: BTreeMap<i64, Segment>,
     log_start: i64,
     /// The log end offset: the offset the next batch gets.
     next_offset: i64,
@@ -115,7 +115,7 @@ struct LogState {
     durable_offset: i64,
     /// The active segment's last partial block, rewritten with each append.
     tail: Vec<u8>,
-    cache: BatchCache,
+    pub(crate) cache: BatchCache,
     /// Set when an fdatasync failed: writes are refused until reopen.
     failed: bool,
     /// Appends queued for the next flush, in arrival order.
@@ -141,6 +141,11 @@ pub struct PartitionLog {
     state: RefCell<LogState>,
     write_permit: Semaphore,
     sync_permit: Semaphore,
+    /// One compaction pass at a time.
+    clean_permit: Semaphore,
+    /// The active segment's base at the last compaction pass: segments
+    /// below it have been cleaned.
+    pub(crate) cleaned_up_to: Cell<Option<i64>>,
     stats: LogStats,
 }
 
@@ -186,6 +191,8 @@ impl PartitionLog {
             state: RefCell::new(state),
             write_permit: Semaphore::new(1),
             sync_permit: Semaphore::new(1),
+            clean_permit: Semaphore::new(1),
+            cleaned_up_to: Cell::new(None),
             stats: LogStats::default(),
         };
         // What recovery kept is now the trusted prefix: sync it and say so, so
@@ -202,6 +209,26 @@ impl PartitionLog {
             log.write_checkpoint().await?;
         }
         Ok((log, report))
+    }
+
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub(crate) fn write_permit(&self) -> &Semaphore {
+        &self.write_permit
+    }
+
+    pub(crate) fn clean_permit(&self) -> &Semaphore {
+        &self.clean_permit
+    }
+
+    pub(crate) fn state_ref(&self) -> std::cell::Ref<'_, LogState> {
+        self.state.borrow()
+    }
+
+    pub(crate) fn state_mut(&self) -> std::cell::RefMut<'_, LogState> {
+        self.state.borrow_mut()
     }
 
     pub fn name(&self) -> &PartitionName {
@@ -660,6 +687,9 @@ impl PartitionLog {
     /// than `retention.ms`. The active segment is never deleted.
     pub async fn enforce_retention(&self) -> Result<RetentionOutcome, StorageError> {
         let _permit = self.write_permit.acquire_permit(1).await.expect("write permit: never closed");
+        if !self.config.delete {
+            return Ok(RetentionOutcome { log_start: self.log_start(), ..RetentionOutcome::default() });
+        }
         let now = self.clock.now_ms();
         let victims = {
             let mut st = self.state.borrow_mut();

@@ -7,6 +7,7 @@
 
 pub mod batch_cache;
 pub mod chunk;
+pub mod compact;
 pub mod config;
 pub mod error;
 pub mod file;

@@ -108,6 +108,10 @@ pub async fn recover(
 ) -> Result<(Vec<Segment>, RecoveryReport), StorageError> {
     let io_err = |file: &Path, op, e| StorageError::from_io(name, file, op, e);
     std::fs::create_dir_all(dir).map_err(|e| io_err(dir, "create directory", e))?;
+    let swaps = crate::storage::compact::finish_swaps(dir).map_err(|e| io_err(dir, "finish compaction", e))?;
+    if swaps > 0 {
+        log::warn!("partition {name}: finished {swaps} segment replacement(s) a crash interrupted");
+    }
     let bases = list_segments(dir).map_err(|e| io_err(dir, "list", e))?;
     let checkpoint = read_checkpoint(dir, name);
     let mut report = RecoveryReport { checkpoint, ..RecoveryReport::default() };
