@@ -103,7 +103,7 @@ fn sealed_segments_are_fetched_whole_and_exact() {
 /// another connection to the same shard must be answered. Then reads the
 /// fetch response slowly.
 fn fetch_while_stalled(broker: &Broker, starts: &[(i32, i64)]) -> FetchResponse {
-    let mut slow = Wire { stream: small_window_connect(&broker.bootstrap()), correlation: 0 };
+    let mut slow = Wire::from_stream(small_window_connect(&broker.bootstrap()));
     let mut req: FetchRequest = fetch_request(TOPIC, starts, 0, 1);
     for part in &mut req.topics[0].partitions {
         part.partition_max_bytes = 8 << 20;

@@ -15,7 +15,10 @@ use kafka_protocol::{
 
 pub struct Wire {
     pub stream: TcpStream,
-    pub correlation: i32,
+    /// Correlation id of the last request sent.
+    correlation: i32,
+    /// Responses read so far: requests are answered in order.
+    answered: i32,
 }
 
 impl Wire {
@@ -23,7 +26,11 @@ impl Wire {
         let stream = TcpStream::connect(addr).expect("connect to broker");
         stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
         stream.set_nodelay(true).unwrap();
-        Self { stream, correlation: 0 }
+        Self::from_stream(stream)
+    }
+
+    pub fn from_stream(stream: TcpStream) -> Self {
+        Self { stream, correlation: 0, answered: 0 }
     }
 
     /// Sends one request and returns the decoded response.
@@ -56,7 +63,8 @@ impl Wire {
         let mut bytes = Bytes::from(buf);
         let header_version = if key == ApiKey::ApiVersions { 0 } else { key.response_header_version(version) };
         let header = ResponseHeader::decode(&mut bytes, header_version).unwrap();
-        assert_eq!(header.correlation_id, self.correlation, "responses come back in order");
+        self.answered += 1;
+        assert_eq!(header.correlation_id, self.answered, "responses come back in order");
         Resp::decode(&mut bytes, version).unwrap()
     }
 
