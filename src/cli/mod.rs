@@ -1,6 +1,10 @@
 //! The `shardlog` command line. Only this layer parses arguments, installs
 //! the logger and starts executors.
 
+mod client;
+mod groups;
+mod offsets;
+
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
@@ -25,6 +29,45 @@ pub enum Command {
     /// Inspect a partition log directory.
     #[command(subcommand)]
     Log(LogCommand),
+    /// Read the committed offsets stored in `__consumer_offsets`.
+    #[command(subcommand)]
+    Offsets(OffsetsCommand),
+    /// Consumer groups of a running broker.
+    #[command(subcommand)]
+    Groups(GroupsCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum OffsetsCommand {
+    /// Print every record of `__consumer_offsets`, one per line, read from
+    /// the segment files (read-only; works beside a running broker).
+    Dump {
+        #[arg(long, default_value = "./data")]
+        data_dir: PathBuf,
+        /// Only this group's records.
+        #[arg(long)]
+        group: Option<String>,
+        /// Kafka's JSON formatter shape instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum GroupsCommand {
+    /// Every group the broker coordinates, with its state.
+    List {
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+    },
+    /// Members, assignments, committed offsets and lag per partition.
+    Describe {
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+        /// One group; all groups when absent.
+        #[arg(long)]
+        group: Option<String>,
+    },
 }
 
 #[derive(clap::Args, Debug)]
@@ -102,6 +145,11 @@ pub fn run(cli: Cli) -> i32 {
     let result = match cli.command {
         Command::Serve(args) => args.into_config().and_then(crate::server::serve),
         Command::Log(cmd) => run_log_command(cmd),
+        Command::Offsets(OffsetsCommand::Dump { data_dir, group, json }) => {
+            offsets::dump(&data_dir, group.as_deref(), json)
+        }
+        Command::Groups(GroupsCommand::List { bootstrap }) => groups::list(&bootstrap),
+        Command::Groups(GroupsCommand::Describe { bootstrap, group }) => groups::describe(&bootstrap, group.as_deref()),
     };
     match result {
         Ok(()) => 0,
@@ -116,7 +164,40 @@ fn partition_name(dir: &std::path::Path) -> PartitionName {
     PartitionName(dir.file_name().map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned()))
 }
 
+/// The log settings of the partition in `dir`, from the topic table beside
+/// it when there is one: a compacted topic's segments have offset gaps,
+/// which recovery with the default settings would take for damage and cut.
+fn config_for(dir: &std::path::Path) -> LogConfig {
+    let Some(parent) = dir.parent() else { return LogConfig::default() };
+    let name = partition_name(dir).0;
+    let Some((topic, _)) = name.rsplit_once('-') else { return LogConfig::default() };
+    match crate::shard::topics::TopicTable::load(parent) {
+        Ok(table) => table
+            .topics
+            .get(topic)
+            .and_then(|meta| crate::shard::topics::log_config(&meta.configs).ok())
+            .unwrap_or_default(),
+        Err(_) => LogConfig::default(),
+    }
+}
+
 fn run_log_command(cmd: LogCommand) -> Result<(), String> {
+    // Opening a log recovers it, which may write: never beside a running
+    // broker. Held until the command ends.
+    let dir = match &cmd {
+        LogCommand::Check { dir } | LogCommand::Dump { dir, .. } => dir.clone(),
+    };
+    let _lock = match dir.parent().map(|p| p.join(".lock")).filter(|l| l.exists()) {
+        Some(lock) => {
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&lock)
+                .map_err(|e| format!("cannot open {}: {e}", lock.display()))?;
+            f.try_lock().map_err(|_| format!("{} belongs to a running broker; stop it first", dir.display()))?;
+            Some(f)
+        }
+        None => None,
+    };
     glommio::LocalExecutorBuilder::default()
         .spawn(move || async move {
             match cmd {
@@ -134,7 +215,7 @@ async fn check(dir: PathBuf) -> Result<(), String> {
         return Err(format!("{} is not a directory", dir.display()));
     }
     let (log, report) =
-        PartitionLog::open(&dir, partition_name(&dir), LogConfig::default(), Clock::System, Faults::default())
+        PartitionLog::open(&dir, partition_name(&dir), config_for(&dir), Clock::System, Faults::default())
             .await
             .map_err(|e| e.to_string())?;
     println!("partition {}: offsets [{}, {}), {} bytes", log.name(), log.log_start(), log.log_end(), log.size_bytes());
@@ -155,10 +236,9 @@ async fn check(dir: PathBuf) -> Result<(), String> {
 }
 
 async fn dump(dir: PathBuf, from: i64, limit: usize) -> Result<(), String> {
-    let (log, _) =
-        PartitionLog::open(&dir, partition_name(&dir), LogConfig::default(), Clock::System, Faults::default())
-            .await
-            .map_err(|e| e.to_string())?;
+    let (log, _) = PartitionLog::open(&dir, partition_name(&dir), config_for(&dir), Clock::System, Faults::default())
+        .await
+        .map_err(|e| e.to_string())?;
     let mut offset = from.max(log.log_start());
     let mut printed = 0;
     while offset < log.log_end() && printed < limit {
