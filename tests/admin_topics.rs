@@ -36,11 +36,20 @@ fn create(w: &mut Wire, topics: Vec<CreatableTopic>, validate_only: bool) -> Vec
     resp.topics.iter().map(|t| (t.name.0.to_string(), t.error_code)).collect()
 }
 
+/// The user topics Metadata lists; `__consumer_offsets` is always there too,
+/// marked internal.
 fn topic_names(w: &mut Wire) -> Vec<String> {
     let mut req = MetadataRequest::default();
     req.topics = None;
     let meta: MetadataResponse = w.call(ApiKey::Metadata, 12, &req);
-    let mut names: Vec<String> = meta.topics.iter().filter_map(|t| t.name.as_ref().map(|n| n.0.to_string())).collect();
+    let offsets = meta.topics.iter().find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == "__consumer_offsets"));
+    assert!(offsets.is_some_and(|t| t.is_internal && t.partitions.len() == 50), "__consumer_offsets, internal");
+    let mut names: Vec<String> = meta
+        .topics
+        .iter()
+        .filter(|t| !t.is_internal)
+        .filter_map(|t| t.name.as_ref().map(|n| n.0.to_string()))
+        .collect();
     names.sort();
     names
 }
@@ -92,7 +101,7 @@ fn create_validate_delete_and_restart() {
     td.name = topic_name("good");
     td.partition_data.push(pd);
     req.topic_data.push(td);
-    w.send(ApiKey::Produce, 9, &req);
+    w.send_unanswered(ApiKey::Produce, 9, &req);
     let resp: FetchResponse = w.call(ApiKey::Fetch, 12, &fetch_request("good", &[(1, 0)], 1000, 1));
     assert_eq!(batches(resp.responses[0].partitions[0].records.as_ref().unwrap()), vec![(0, 5)]);
 
@@ -102,10 +111,10 @@ fn create_validate_delete_and_restart() {
     assert_eq!(topic_names(&mut w), vec!["good"], "topics survive a restart");
 
     let mut del = DeleteTopicsRequest::default();
-    del.topic_names = vec![topic_name("good"), topic_name("missing")];
+    del.topic_names = vec![topic_name("good"), topic_name("missing"), topic_name("__consumer_offsets")];
     let resp: DeleteTopicsResponse = w.call(ApiKey::DeleteTopics, 5, &del);
     let codes: Vec<i16> = resp.responses.iter().map(|r| r.error_code).collect();
-    assert_eq!(codes, vec![0, 3]);
+    assert_eq!(codes, vec![0, 3, 17], "internal topics cannot be deleted");
     assert!(topic_names(&mut w).is_empty());
     for p in 0..3 {
         assert!(!dir.path().join(format!("good-{p}")).exists(), "files of good-{p} removed");

@@ -231,6 +231,12 @@ impl Shard {
         for name in names {
             let mut o =
                 TopicOutcome { name: name.clone(), error: codes::NONE, message: None, id: [0; 16], partitions: 0 };
+            if table.topics.get(&name).is_some_and(|m| m.internal) {
+                o.error = codes::INVALID_TOPIC_EXCEPTION;
+                o.message = Some(format!("{name} is an internal topic and cannot be deleted"));
+                outcomes.push(o);
+                continue;
+            }
             match table.topics.remove(&name) {
                 Some(meta) => {
                     o.id = meta.id_bytes();

@@ -55,6 +55,12 @@ impl Wire {
         self.stream.write_all(&frame).unwrap();
     }
 
+    /// Sends a request the broker does not answer (Produce with acks=0).
+    pub fn send_unanswered<Req: Encodable>(&mut self, key: ApiKey, version: i16, request: &Req) {
+        self.send(key, version, request);
+        self.answered += 1;
+    }
+
     pub fn receive<Resp: Decodable>(&mut self, key: ApiKey, version: i16) -> Resp {
         let mut len = [0u8; 4];
         self.stream.read_exact(&mut len).expect("response length");
