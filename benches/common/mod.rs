@@ -29,7 +29,26 @@ pub fn machine_and_commit() -> String {
     )
 }
 
+#[allow(dead_code)]
 pub fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).expect("figures are not NaN"));
     v[v.len() / 2]
+}
+
+/// A small deterministic generator (SplitMix64) for picking keys.
+pub struct SplitMix(pub u64);
+
+#[allow(dead_code)]
+impl SplitMix {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
 }
