@@ -56,35 +56,35 @@ fn main() {
     println!(
         "params: {ROUNDS} commits per key; shardlog {PARTITIONS} partitions per OffsetCommit, {IN_FLIGHT} in flight; \
          ZooKeeper setData, {ZK_IN_FLIGHT} in flight; {FETCH_SAMPLES} single-key fetches; broker and ZooKeeper on core 0, \
-         client on core 1"
+         client on core 1; medians of 3 repetitions (1 with --quick)"
     );
     let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-data/offsets");
+    let reps = if quick { 1 } else { 3 };
     let mut rows = Vec::new();
     for &keys in key_counts {
-        let _ = std::fs::remove_dir_all(&base);
-        std::fs::create_dir_all(&base).unwrap();
-        let broker = Process::start_broker(&base.join("shardlog"));
-        let (commits, fetch) = bench_shardlog(keys);
-        drop(broker);
-        let zookeeper = Process::start_zookeeper(&base.join("zookeeper"));
-        let (zk_commits, zk_fetch) = futures_lite::future::block_on(bench_zookeeper(keys));
-        drop(zookeeper);
-        rows.push((keys, commits, fetch, zk_commits, zk_fetch));
-        eprintln!("{keys} keys done");
+        let mut runs: Vec<[f64; 6]> = Vec::new();
+        for rep in 0..reps {
+            let _ = std::fs::remove_dir_all(&base);
+            std::fs::create_dir_all(&base).unwrap();
+            let broker = Process::start_broker(&base.join("shardlog"));
+            let (commits, fetch) = bench_shardlog(keys);
+            drop(broker);
+            let zookeeper = Process::start_zookeeper(&base.join("zookeeper"));
+            let (zk_commits, zk_fetch) = futures_lite::future::block_on(bench_zookeeper(keys));
+            drop(zookeeper);
+            let q = |h: &Histogram<u64>, q: f64| h.value_at_quantile(q) as f64;
+            runs.push([commits, zk_commits, q(&fetch, 0.5), q(&fetch, 0.99), q(&zk_fetch, 0.5), q(&zk_fetch, 0.99)]);
+            eprintln!("{keys} keys, repetition {} of {reps} done", rep + 1);
+        }
+        let median = |i: usize| common::median(runs.iter().map(|r| r[i]).collect());
+        rows.push((keys, [median(0), median(1), median(2), median(3), median(4), median(5)]));
     }
     println!(
         "| keys | shardlog commits/s | ZooKeeper commits/s | ratio | shardlog fetch p50 / p99 µs | ZooKeeper fetch p50 / p99 µs |"
     );
     println!("|---:|---:|---:|---:|---:|---:|");
-    for (keys, c, f, zc, zf) in rows {
-        println!(
-            "| {keys} | {c:.0} | {zc:.0} | {:.1} | {} / {} | {} / {} |",
-            c / zc,
-            f.value_at_quantile(0.5),
-            f.value_at_quantile(0.99),
-            zf.value_at_quantile(0.5),
-            zf.value_at_quantile(0.99)
-        );
+    for (keys, [c, zc, f50, f99, z50, z99]) in rows {
+        println!("| {keys} | {c:.0} | {zc:.0} | {:.1} | {f50:.0} / {f99:.0} | {z50:.0} / {z99:.0} |", c / zc);
     }
     let _ = std::fs::remove_dir_all(&base);
 }

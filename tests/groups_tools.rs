@@ -11,7 +11,8 @@ use kafka_protocol::{
     messages::{
         offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic},
         offset_delete_request::{OffsetDeleteRequestPartition, OffsetDeleteRequestTopic},
-        ApiKey, GroupId, OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteRequest, OffsetDeleteResponse,
+        ApiKey, DeleteGroupsRequest, DeleteGroupsResponse, GroupId, OffsetCommitRequest, OffsetCommitResponse,
+        OffsetDeleteRequest, OffsetDeleteResponse,
     },
     protocol::StrBytes,
 };
@@ -121,6 +122,24 @@ fn group_tools_report_commits_lag_and_records() {
     let pdir = std::fs::read_dir(&data).unwrap().map(|e| e.unwrap().path()).find(|p| p.is_dir()).unwrap();
     let (ok, _, err) = shardlog(&["log", "check", pdir.to_str().unwrap()]);
     assert!(!ok && err.contains("running broker"), "log check beside a running broker: {err}");
+
+    // DeleteGroups: an empty group goes, with its offsets; an unknown one is
+    // GROUP_ID_NOT_FOUND.
+    let mut del = DeleteGroupsRequest::default();
+    del.groups_names = vec![GroupId(StrBytes::from_static_str(GROUP)), GroupId(StrBytes::from_static_str("nobody"))];
+    let resp: DeleteGroupsResponse = w.call(ApiKey::DeleteGroups, 2, &del);
+    let codes: Vec<(String, i16)> = resp.results.iter().map(|r| (r.group_id.0.to_string(), r.error_code)).collect();
+    assert_eq!(codes, vec![(GROUP.to_string(), 0), ("nobody".to_string(), 69)]);
+    let (ok, out, _) = shardlog(&["groups", "list", "--bootstrap", &b]);
+    assert!(ok && !out.contains(GROUP), "deleted group still listed:\n{out}");
+    let (_, out, _) = shardlog(&["offsets", "dump", "--data-dir", data_dir, "--group", GROUP]);
+    assert!(out.lines().any(|l| l == format!("{GROUP}::NULL")), "group tombstone:\n{out}");
     drop(w);
     broker.stop();
+
+    // Stopped, the log tools open the compacted partitions without cutting
+    // anything (their segments may have offset gaps).
+    let offsets_dir = data.join("__consumer_offsets-0");
+    let (ok, out, err) = shardlog(&["log", "check", offsets_dir.to_str().unwrap()]);
+    assert!(ok && out.contains(", 0 cut(s)"), "log check of a compacted partition: {out}{err}");
 }
