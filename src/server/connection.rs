@@ -208,6 +208,11 @@ async fn handle_other(shard: &Rc<Shard>, mut frame: Bytes, peer: &str) -> Result
             let resp = handlers::list_offsets::handle(shard, req).await;
             frame_response(header.correlation_id, version, &resp, response_header_version)?
         }
+        ApiKey::InitProducerId => {
+            let req = InitProducerIdRequest::decode(body, version).map_err(bad)?;
+            let resp = handlers::init_producer_id::handle(shard, req).await;
+            frame_response(header.correlation_id, version, &resp, response_header_version)?
+        }
         ApiKey::FindCoordinator => {
             let req = FindCoordinatorRequest::decode(body, version).map_err(bad)?;
             let resp = groups::find_coordinator(shard, req, version);

@@ -26,6 +26,10 @@ pub mod codes {
     pub const INVALID_REQUEST: ErrorCode = 42;
     pub const INVALID_CONFIG: ErrorCode = 40;
     pub const KAFKA_STORAGE_ERROR: ErrorCode = 56;
+    pub const COORDINATOR_NOT_AVAILABLE: ErrorCode = 15;
+    pub const OUT_OF_ORDER_SEQUENCE_NUMBER: ErrorCode = 45;
+    pub const INVALID_PRODUCER_EPOCH: ErrorCode = 47;
+    pub const UNKNOWN_PRODUCER_ID: ErrorCode = 59;
     pub const INVALID_RECORD: ErrorCode = 87;
 }
 
@@ -91,6 +95,8 @@ pub enum ShardRequest {
     ApplyTopics { table: Arc<TopicTable> },
     /// To a group's coordinator shard.
     Group(crate::groups::GroupCall),
+    /// To the controller: a fresh producer id.
+    AllocateProducerId,
 }
 
 #[derive(Debug)]
@@ -111,6 +117,7 @@ pub enum ShardResponse {
     Topics(Vec<TopicOutcome>),
     Applied,
     Group(crate::groups::GroupAnswer),
+    ProducerId(Result<i64, String>),
     /// The owner shard is gone (the broker is shutting down): answer the
     /// client with a retriable error instead of failing the connection.
     Unavailable,

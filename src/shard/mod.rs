@@ -61,6 +61,8 @@ pub struct Shard {
     pub inflight: Cell<usize>,
     /// The consumer groups this shard coordinates, and their offsets.
     pub groups: crate::groups::Coordinator,
+    /// Controller only: the next producer id and the end of its block.
+    producer_ids: Cell<(i64, i64)>,
     /// Serialises topic changes on the controller (a shard-local semaphore,
     /// not a lock between cores).
     controller_permit: glommio::sync::Semaphore,
@@ -77,6 +79,7 @@ impl Shard {
             partitions: RefCell::new(HashMap::new()),
             inflight: Cell::new(0),
             groups: Default::default(),
+            producer_ids: Cell::new((0, 0)),
             controller_permit: glommio::sync::Semaphore::new(1),
         })
     }

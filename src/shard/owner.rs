@@ -12,12 +12,17 @@ use crate::{
         topics::{self, TopicMeta, TopicTable},
         Partition, Shard, ShardRequest, ShardResponse,
     },
-    storage::{Clock, Durability, Faults, PartitionLog, PartitionName, StorageError},
+    storage::{producers::SequenceError, Clock, Durability, Faults, PartitionLog, PartitionName, StorageError},
 };
 
 /// Most partitions one CreateTopics may ask for in a topic. Each partition is
 /// a directory and open files; this keeps one request from exhausting them.
 const PARTITIONS_PER_TOPIC_MAX: i32 = 10_000;
+
+/// The end of the current block of producer ids, in the data directory.
+const PRODUCER_IDS_FILE: &str = "producer-ids";
+/// Producer ids reserved per write of `PRODUCER_IDS_FILE`.
+const PRODUCER_ID_BLOCK: i64 = 1000;
 
 /// The Kafka error code for a storage error.
 pub fn error_code(e: &StorageError) -> ErrorCode {
@@ -26,6 +31,11 @@ pub fn error_code(e: &StorageError) -> ErrorCode {
         StorageError::InvalidBatch { reason: BatchError::BadRecordCount { .. }, .. } => codes::INVALID_RECORD,
         StorageError::InvalidBatch { .. } => codes::CORRUPT_MESSAGE,
         StorageError::OffsetOutOfRange { .. } => codes::OFFSET_OUT_OF_RANGE,
+        StorageError::Sequence { reason, .. } => match reason {
+            SequenceError::OutOfOrder { .. } => codes::OUT_OF_ORDER_SEQUENCE_NUMBER,
+            SequenceError::StaleEpoch { .. } => codes::INVALID_PRODUCER_EPOCH,
+            SequenceError::UnknownProducer { .. } => codes::UNKNOWN_PRODUCER_ID,
+        },
         _ => codes::KAFKA_STORAGE_ERROR,
     }
 }
@@ -53,7 +63,37 @@ impl Shard {
                 ShardResponse::Applied
             }
             ShardRequest::Group(call) => ShardResponse::Group(crate::groups::coordinator::handle(self, call).await),
+            ShardRequest::AllocateProducerId => ShardResponse::ProducerId(self.allocate_producer_id().await),
         }
+    }
+
+    /// Controller only: the next producer id. Ids are handed out from blocks
+    /// whose end is persisted (write new, fsync, rename) before the first id
+    /// of a block is used, so no id is ever given twice, even after a crash.
+    async fn allocate_producer_id(&self) -> Result<i64, String> {
+        let _permit = self.controller_permit.acquire_permit(1).await.expect("controller permit: never closed");
+        let (next, end) = self.producer_ids.get();
+        if next < end {
+            self.producer_ids.set((next + 1, end));
+            return Ok(next);
+        }
+        let path = self.settings.data_dir.join(PRODUCER_IDS_FILE);
+        let start = match std::fs::read_to_string(&path) {
+            Ok(text) => text.trim().parse::<i64>().map_err(|e| format!("{}: {e}", path.display()))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        }
+        .max(next);
+        let block_end = start + PRODUCER_ID_BLOCK;
+        let to_write = path.clone();
+        glommio::executor()
+            .spawn_blocking(move || {
+                crate::storage::file::write_atomically(&to_write, format!("{block_end}\n").as_bytes())
+            })
+            .await
+            .map_err(|e| format!("cannot persist {}: {e}", path.display()))?;
+        self.producer_ids.set((start + 1, block_end));
+        Ok(start)
     }
 
     async fn produce_local(&self, topic: &str, partition: i32, batch: bytes::BytesMut, durable: bool) -> ShardResponse {

@@ -21,6 +21,12 @@ impl fmt::Display for PartitionName {
 pub enum StorageError {
     /// The producer's batch failed validation; nothing was written.
     InvalidBatch { partition: PartitionName, reason: BatchError },
+    /// An idempotent producer's batch is out of sequence or from a fenced
+    /// epoch; nothing was written.
+    Sequence { partition: PartitionName, reason: crate::storage::producers::SequenceError },
+    /// A retry of an idempotent batch whose first copy is still being
+    /// written; the client should retry (retriable).
+    DuplicateInFlight { partition: PartitionName },
     /// The requested offset is outside `[log_start, log_end]`.
     OffsetOutOfRange { partition: PartitionName, offset: i64, log_start: i64, log_end: i64 },
     /// The file system is full (ENOSPC). Nothing was acknowledged; the append
@@ -64,6 +70,8 @@ impl StorageError {
             Self::InvalidBatch { partition, reason } => {
                 Self::InvalidBatch { partition: partition.clone(), reason: reason.clone() }
             }
+            Self::Sequence { partition, reason } => Self::Sequence { partition: partition.clone(), reason: *reason },
+            Self::DuplicateInFlight { partition } => Self::DuplicateInFlight { partition: partition.clone() },
             Self::OffsetOutOfRange { partition, offset, log_start, log_end } => Self::OffsetOutOfRange {
                 partition: partition.clone(),
                 offset: *offset,
@@ -93,7 +101,7 @@ impl StorageError {
     /// True when retrying later may succeed without operator action on the
     /// partition (Kafka answers these with a retriable error code).
     pub fn is_retriable(&self) -> bool {
-        matches!(self, Self::NoSpace { .. })
+        matches!(self, Self::NoSpace { .. } | Self::DuplicateInFlight { .. })
     }
 }
 
@@ -102,6 +110,10 @@ impl fmt::Display for StorageError {
         match self {
             Self::InvalidBatch { partition, reason } => {
                 write!(f, "partition {partition}: batch rejected: {reason}")
+            }
+            Self::Sequence { partition, reason } => write!(f, "partition {partition}: batch rejected: {reason}"),
+            Self::DuplicateInFlight { partition } => {
+                write!(f, "partition {partition}: an earlier copy of this batch is still being written; retry")
             }
             Self::OffsetOutOfRange { partition, offset, log_start, log_end } => {
                 write!(f, "partition {partition}: offset {offset} out of range [{log_start}, {log_end}]")

@@ -28,6 +28,7 @@ use crate::{
         config::{Clock, LogConfig},
         error::{PartitionName, StorageError},
         file::{self, Faults},
+        producers::{self, ProducerStates, Sequenced},
         recovery::{self, Checkpoint, RecoveryReport},
         segment::{self, Segment},
     },
@@ -120,6 +121,8 @@ pub(crate) struct LogState {
     failed: bool,
     /// Appends queued for the next flush, in arrival order.
     pending: Vec<Pending>,
+    /// Idempotent producers seen here (see `storage::producers`).
+    producers: ProducerStates,
 }
 
 impl LogState {
@@ -181,6 +184,7 @@ impl PartitionLog {
             cache: BatchCache::new(config.cache_bytes),
             failed: false,
             pending: Vec::new(),
+            producers: ProducerStates::default(),
         };
         let log = Self {
             name,
@@ -208,6 +212,7 @@ impl PartitionLog {
             log.force_sync().await?;
             log.write_checkpoint().await?;
         }
+        log.rebuild_producers().await;
         Ok((log, report))
     }
 
@@ -286,6 +291,24 @@ impl PartitionLog {
     pub async fn append(&self, batch: BytesMut, durability: Durability) -> Result<AppendInfo, StorageError> {
         let header = record_batch::check_produced_batch(&batch, self.config.max_batch_bytes)
             .map_err(|reason| StorageError::InvalidBatch { partition: self.name.clone(), reason })?;
+        if producers::is_idempotent(&header) {
+            let verdict = self.state.borrow().producers.check(&header);
+            match verdict {
+                Ok(Sequenced::Append) => self.state.borrow_mut().producers.record(&header, -1),
+                Ok(Sequenced::Duplicate { base_offset, last_offset }) => {
+                    // Written before: answer as the first time, once it is as
+                    // durable as this request asks.
+                    if durability == Durability::Synced {
+                        self.sync_through(last_offset + 1).await?;
+                    }
+                    return Ok(AppendInfo { base_offset, last_offset, max_timestamp: header.max_timestamp });
+                }
+                Ok(Sequenced::InFlight) => {
+                    return Err(StorageError::DuplicateInFlight { partition: self.name.clone() });
+                }
+                Err(reason) => return Err(StorageError::Sequence { partition: self.name.clone(), reason }),
+            }
+        }
         let slot: ResultSlot = Rc::new(RefCell::new(None));
         self.state.borrow_mut().pending.push(Pending { batch, header, slot: slot.clone() });
         let permit = self.write_permit.acquire_permit(1).await.expect("write permit: never closed");
@@ -333,7 +356,11 @@ impl PartitionLog {
                 }
                 Err(e) => {
                     // Nothing after a failed write may be written out of order.
+                    let mut st = self.state.borrow_mut();
                     for p in &queue[done..] {
+                        if producers::is_idempotent(&p.header) {
+                            st.producers.forget(&p.header);
+                        }
                         *p.slot.borrow_mut() = Some(Err(e.duplicate()));
                     }
                     return;
@@ -421,6 +448,9 @@ impl PartitionLog {
         bump(&self.stats.appends, 1);
         bump(&self.stats.bytes_appended, batch.len() as u64);
         st.cache.push(CachedBatch { base_offset: header.base_offset, last_offset: header.last_offset(), bytes: batch });
+        if producers::is_idempotent(&header) {
+            st.producers.record(&header, header.base_offset);
+        }
         AppendInfo {
             base_offset: header.base_offset,
             last_offset: header.last_offset(),
@@ -538,20 +568,73 @@ impl PartitionLog {
             .await
     }
 
+    /// Records the recovery point, and beside it a snapshot of the producer
+    /// states as of the log end (only when there are producers).
     async fn write_checkpoint(&self) -> Result<(), StorageError> {
-        let cp = {
+        let (cp, snapshot) = {
             let st = self.state.borrow();
             let seg = st.active();
-            Checkpoint { segment_base: seg.base_offset, position: seg.size }
+            let snapshot = (!st.producers.is_empty()).then(|| (st.next_offset, st.producers.encode(st.next_offset)));
+            (Checkpoint { segment_base: seg.base_offset, position: seg.size }, snapshot)
         };
         let path = self.dir.join(recovery::CHECKPOINT_FILE);
         let name = self.name.clone();
+        let dir = self.dir.clone();
         glommio::executor()
             .spawn_blocking(move || {
+                if let Some((offset, bytes)) = snapshot {
+                    let snap = segment::segment_path(&dir, offset, producers::SNAPSHOT_SUFFIX);
+                    file::write_atomically(&snap, &bytes)
+                        .map_err(|e| StorageError::from_io(&name, &snap, "write producer snapshot", e))?;
+                    producers::remove_old_snapshots(&dir, offset)
+                        .map_err(|e| StorageError::from_io(&name, &dir, "remove old producer snapshots", e))?;
+                }
                 file::write_atomically(&path, &recovery::encode_checkpoint(cp))
                     .map_err(|e| StorageError::from_io(&name, &path, "write checkpoint", e))
             })
             .await
+    }
+
+    /// Rebuilds the producer states on open: the newest snapshot, then the
+    /// headers of every batch after it. A part that cannot be read is
+    /// logged and skipped (its producers then start over, as after expiry).
+    async fn rebuild_producers(&self) {
+        let (from, mut states) = producers::load_newest_snapshot(&self.dir, self.log_end())
+            .map_or((self.log_start(), ProducerStates::default()), |(o, s)| (o.max(self.log_start()), s));
+        let mut offset = from;
+        while offset < self.log_end() {
+            let slice = match self.read(offset, 1 << 20).await {
+                Ok(s) => s,
+                Err(e) => {
+                    log::warn!("partition {}: rebuilding producer state at offset {offset}: {e}", self.name);
+                    break;
+                }
+            };
+            let before = offset;
+            for chunk in &slice.chunks {
+                let Ok(bytes) = chunk.to_bytes() else { break };
+                let mut at = 0;
+                while let Ok(h) = BatchHeader::parse(&bytes[at..], usize::MAX) {
+                    if producers::is_idempotent(&h) {
+                        states.record(&h, h.base_offset);
+                    }
+                    offset = h.last_offset() + 1;
+                    at += h.total_bytes();
+                    if at >= bytes.len() {
+                        break;
+                    }
+                }
+            }
+            if offset == before {
+                break;
+            }
+        }
+        self.state.borrow_mut().producers = states;
+    }
+
+    /// The idempotence state of one producer here (tests and tools).
+    pub fn producer(&self, producer_id: i64) -> Option<producers::ProducerEntry> {
+        self.state.borrow().producers.get(producer_id).cloned()
     }
 
     /// Flushes, seals the active segment and records a checkpoint so the next

@@ -13,6 +13,7 @@ pub mod error;
 pub mod file;
 pub mod index;
 pub mod log;
+pub mod producers;
 pub mod recovery;
 pub mod segment;
 

@@ -6,6 +6,7 @@ pub mod create_topics;
 pub mod delete_topics;
 pub mod fetch;
 pub mod groups;
+pub mod init_producer_id;
 pub mod list_offsets;
 pub mod metadata;
 pub mod produce;
@@ -36,6 +37,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ListGroups, 0, 4),
     (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::OffsetDelete, 0, 0),
+    (ApiKey::InitProducerId, 0, 4),
 ];
 
 pub fn supported(key: ApiKey, version: i16) -> bool {
