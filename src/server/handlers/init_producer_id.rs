@@ -14,7 +14,7 @@ pub async fn handle(shard: &Rc<Shard>, req: InitProducerIdRequest) -> InitProduc
     let mut resp = InitProducerIdResponse::default();
     resp.producer_id = (-1).into();
     resp.producer_epoch = -1;
-    if let Some(id) = &req.transactional_id {
+    if let Some(id) = req.transactional_id.as_ref().filter(|id| !id.0.is_empty()) {
         log::warn!("InitProducerId with transactional id {:?}: transactions are not supported yet", id.0.as_str());
         resp.error_code = codes::INVALID_REQUEST;
         return resp;
