@@ -274,6 +274,63 @@ async fn handle_other(shard: &Rc<Shard>, mut frame: Bytes, peer: &str) -> Result
     Ok(Some(out))
 }
 
+/// Decodes one request frame (after its size prefix) the way the broker
+/// does, without handling it: header, body, and for Produce the record
+/// batches' framing and checks. For fuzzing; any problem is an `Err`.
+pub fn decode_request(mut frame: Bytes) -> Result<(ApiKey, i16), String> {
+    if frame.len() < FRAME_BYTES_MIN {
+        return Err("frame shorter than a request header".into());
+    }
+    let api_key = i16::from_be_bytes([frame[0], frame[1]]);
+    let version = i16::from_be_bytes([frame[2], frame[3]]);
+    let key = ApiKey::try_from(api_key).map_err(|_| format!("unknown API key {api_key}"))?;
+    if key == ApiKey::Produce && (0..=2).contains(&version) {
+        let body = skip_header_v1(&frame)?;
+        handlers::produce::unsupported_old_version(body, version)?;
+        return Ok((key, version));
+    }
+    if !handlers::supported(key, version) {
+        return Err(format!("{key:?} version {version} is not supported"));
+    }
+    RequestHeader::decode(&mut frame, key.request_header_version(version)).map_err(|e| e.to_string())?;
+    let body = &mut frame;
+    let bad = |e| decode_failed(key, version, e);
+    match key {
+        ApiKey::ApiVersions => drop(ApiVersionsRequest::decode(body, version)),
+        ApiKey::Metadata => drop(MetadataRequest::decode(body, version).map_err(bad)?),
+        ApiKey::CreateTopics => drop(CreateTopicsRequest::decode(body, version).map_err(bad)?),
+        ApiKey::DeleteTopics => drop(DeleteTopicsRequest::decode(body, version).map_err(bad)?),
+        ApiKey::ListOffsets => drop(ListOffsetsRequest::decode(body, version).map_err(bad)?),
+        ApiKey::Fetch => drop(FetchRequest::decode(body, version).map_err(bad)?),
+        ApiKey::InitProducerId => drop(InitProducerIdRequest::decode(body, version).map_err(bad)?),
+        ApiKey::FindCoordinator => drop(FindCoordinatorRequest::decode(body, version).map_err(bad)?),
+        ApiKey::JoinGroup => drop(JoinGroupRequest::decode(body, version).map_err(bad)?),
+        ApiKey::SyncGroup => drop(SyncGroupRequest::decode(body, version).map_err(bad)?),
+        ApiKey::Heartbeat => drop(HeartbeatRequest::decode(body, version).map_err(bad)?),
+        ApiKey::LeaveGroup => drop(LeaveGroupRequest::decode(body, version).map_err(bad)?),
+        ApiKey::OffsetCommit => drop(OffsetCommitRequest::decode(body, version).map_err(bad)?),
+        ApiKey::OffsetFetch => drop(OffsetFetchRequest::decode(body, version).map_err(bad)?),
+        ApiKey::DescribeGroups => drop(DescribeGroupsRequest::decode(body, version).map_err(bad)?),
+        ApiKey::ListGroups => drop(ListGroupsRequest::decode(body, version).map_err(bad)?),
+        ApiKey::DeleteGroups => drop(DeleteGroupsRequest::decode(body, version).map_err(bad)?),
+        ApiKey::OffsetDelete => drop(OffsetDeleteRequest::decode(body, version).map_err(bad)?),
+        ApiKey::Produce => {
+            let req = ProduceRequest::decode(body, version).map_err(bad)?;
+            for t in req.topic_data {
+                for p in t.partition_data {
+                    for batch in handlers::produce::split_batches(p.records.unwrap_or_default())? {
+                        crate::protocol::record_batch::check_produced_batch(&batch, limits::BATCH_BYTES_MAX)
+                            .map_err(|e| e.to_string())?;
+                        crate::protocol::record_batch::read_records(&batch)?;
+                    }
+                }
+            }
+        }
+        other => return Err(format!("{other:?} is not served")),
+    }
+    Ok((key, version))
+}
+
 /// Kafka's form of a member's host: "/" and the peer's IP.
 fn client_host(peer: &str) -> String {
     let ip = peer.parse::<std::net::SocketAddr>().map_or_else(|_| peer.to_string(), |a| a.ip().to_string());

@@ -141,7 +141,7 @@ async fn append_all(
 
 /// Splits a records field into its batches without copying when the request
 /// buffer is not shared; the storage layer then validates each batch.
-fn split_batches(mut records: Bytes) -> Result<Vec<BytesMut>, String> {
+pub(crate) fn split_batches(mut records: Bytes) -> Result<Vec<BytesMut>, String> {
     let mut out = Vec::new();
     while !records.is_empty() {
         let header = BatchHeader::parse(&records, limits::BATCH_BYTES_MAX).map_err(|e| e.to_string())?;
