@@ -35,6 +35,14 @@ pub struct ServeConfig {
     /// Segment size of `__consumer_offsets` when it is created (Kafka's
     /// `offsets.topic.segment.bytes`).
     pub offsets_topic_segment_bytes: u64,
+    /// Connections the broker accepts at once, split evenly over the shards
+    /// (Kafka's `max.connections`); more are closed at once, logged.
+    pub max_connections: usize,
+    /// Bytes of requests one connection may have read but not yet answered;
+    /// beyond it the broker stops reading that connection (TCP backpressure).
+    pub max_inflight_request_bytes_per_connection: usize,
+    /// The same budget shared by all connections of one shard.
+    pub max_inflight_request_bytes_per_shard: usize,
     /// How often each shard applies retention and compaction to its logs
     /// (Kafka's `log.cleaner.backoff.ms` / `log.retention.check.interval.ms`).
     pub log_maintenance_interval_ms: u64,
@@ -58,6 +66,9 @@ impl Default for ServeConfig {
             offsets_retention_check_interval_ms: 600_000,
             group_min_session_timeout_ms: 6000,
             offsets_topic_segment_bytes: 100 << 20,
+            max_connections: 10_000,
+            max_inflight_request_bytes_per_connection: 64 << 20,
+            max_inflight_request_bytes_per_shard: 512 << 20,
             log_maintenance_interval_ms: 15_000,
         }
     }

@@ -12,7 +12,7 @@ use std::{
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use futures_lite::AsyncReadExt;
-use glommio::net::TcpStream;
+use glommio::{net::TcpStream, sync::StaticPermit};
 use kafka_protocol::{
     messages::*,
     protocol::{Decodable, Encodable},
@@ -52,10 +52,21 @@ impl futures_lite::AsyncWrite for SharedStream {
     }
 }
 
-/// What the reader hands the writer, in request order.
+/// What the reader hands the writer, in request order. The permits hold
+/// the request's bytes against the connection's and the shard's in-flight
+/// budgets until its response is written.
 enum Next {
-    Response(glommio::task::JoinHandle<Result<Option<Vec<Chunk>>, String>>),
+    Response(glommio::task::JoinHandle<Result<Option<Vec<Chunk>>, String>>, [StaticPermit; 2]),
     Close(String),
+}
+
+/// Counts a connection for `max_connections` while it lives.
+struct Counted(Rc<Shard>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.connections.set(self.0.connections.get() - 1);
+    }
 }
 
 /// Serves one connection: a reader task decodes frames and starts a handler
@@ -64,6 +75,16 @@ enum Next {
 /// request order. At most `REQUESTS_IN_FLIGHT_MAX` are outstanding.
 pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
     let peer = stream.peer_addr().map_or_else(|_| "unknown peer".to_string(), |a| a.to_string());
+    if shard.connections.get() >= shard.settings.max_connections_per_shard {
+        log::warn!(
+            "refusing connection from {peer}: shard {} already has {} connections (max_connections)",
+            shard.id,
+            shard.connections.get()
+        );
+        return;
+    }
+    shard.connections.set(shard.connections.get() + 1);
+    let _counted = Counted(shard.clone());
     let _ = stream.set_nodelay(true);
     let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
     if let Err(e) = crate::server::send::set_nonblocking(fd) {
@@ -75,9 +96,11 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
     let reader = glommio::spawn_local(read_frames(shard.clone(), stream.clone(), tx, peer.clone())).detach();
     let mut writer = stream;
     while let Some(next) = rx.recv().await {
-        let outcome = match next {
-            Next::Response(task) => task.await.unwrap_or_else(|| Err("request handler was cancelled".into())),
-            Next::Close(reason) => Err(reason),
+        let (outcome, _permits) = match next {
+            Next::Response(task, permits) => {
+                (task.await.unwrap_or_else(|| Err("request handler was cancelled".into())), Some(permits))
+            }
+            Next::Close(reason) => (Err(reason), None),
         };
         match outcome {
             Ok(Some(response)) => {
@@ -102,6 +125,7 @@ async fn read_frames(
     tx: glommio::channels::local_channel::LocalSender<Next>,
     peer: String,
 ) {
+    let budget = Rc::new(glommio::sync::Semaphore::new(shard.settings.max_inflight_bytes_per_connection as u64));
     loop {
         let mut len = [0u8; 4];
         if stream.read_exact(&mut len).await.is_err() {
@@ -114,6 +138,14 @@ async fn read_frames(
             let _ = tx.send(Next::Close(reason)).await;
             break;
         }
+        // Hold the request's bytes against the budgets before reading it:
+        // when they are spent, this connection waits (its TCP window fills).
+        let connection_budget = shard.settings.max_inflight_bytes_per_connection as u64;
+        let shard_budget = shard.settings.max_inflight_bytes_per_shard as u64;
+        let Ok(own) = budget.acquire_static_permit((size as u64).min(connection_budget)).await else { break };
+        let Ok(shared) = shard.inflight_bytes.acquire_static_permit((size as u64).min(shard_budget)).await else {
+            break;
+        };
         let mut frame = BytesMut::zeroed(size as usize);
         if let Err(e) = stream.read_exact(&mut frame).await {
             log::debug!("connection from {peer}: closed mid-request: {e}");
@@ -127,7 +159,7 @@ async fn read_frames(
             result
         })
         .detach();
-        if tx.send(Next::Response(task)).await.is_err() {
+        if tx.send(Next::Response(task, [own, shared])).await.is_err() {
             break; // the writer stopped
         }
     }

@@ -75,6 +75,9 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
         default_partitions: config.default_partitions.max(1),
         max_request_bytes: config.max_request_bytes,
         groups,
+        max_connections_per_shard: config.max_connections.div_ceil(cpus.len()).max(1),
+        max_inflight_bytes_per_connection: config.max_inflight_request_bytes_per_connection.max(1),
+        max_inflight_bytes_per_shard: config.max_inflight_request_bytes_per_shard.max(1),
     });
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {

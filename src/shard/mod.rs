@@ -48,6 +48,10 @@ pub struct BrokerSettings {
     pub default_partitions: i32,
     pub max_request_bytes: usize,
     pub groups: crate::groups::GroupSettings,
+    /// Connections one shard accepts at once.
+    pub max_connections_per_shard: usize,
+    pub max_inflight_bytes_per_connection: usize,
+    pub max_inflight_bytes_per_shard: usize,
 }
 
 pub struct Shard {
@@ -59,6 +63,10 @@ pub struct Shard {
     partitions: RefCell<HashMap<(String, i32), Rc<Partition>>>,
     /// Requests being handled, so shutdown can let them finish.
     pub inflight: Cell<usize>,
+    /// Open client connections on this shard.
+    pub connections: Cell<usize>,
+    /// Bytes of requests read and not yet answered, over all connections.
+    pub inflight_bytes: Rc<glommio::sync::Semaphore>,
     /// The consumer groups this shard coordinates, and their offsets.
     pub groups: crate::groups::Coordinator,
     /// Controller only: the next producer id and the end of its block.
@@ -70,6 +78,7 @@ pub struct Shard {
 
 impl Shard {
     pub fn new(settings: Arc<BrokerSettings>, senders: Senders<Envelope>, table: Arc<TopicTable>) -> Rc<Self> {
+        let shard_budget = settings.max_inflight_bytes_per_shard as u64;
         Rc::new(Self {
             id: senders.peer_id(),
             count: senders.nr_consumers(),
@@ -78,6 +87,8 @@ impl Shard {
             topics: RefCell::new(table),
             partitions: RefCell::new(HashMap::new()),
             inflight: Cell::new(0),
+            connections: Cell::new(0),
+            inflight_bytes: Rc::new(glommio::sync::Semaphore::new(shard_budget)),
             groups: Default::default(),
             producer_ids: Cell::new((0, 0)),
             controller_permit: glommio::sync::Semaphore::new(1),

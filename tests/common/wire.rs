@@ -74,6 +74,14 @@ impl Wire {
         Resp::decode(&mut bytes, version).unwrap()
     }
 
+    /// Like `is_closed`, with a short wait: for a connection that may be
+    /// answered instead.
+    pub fn is_closed_quietly(&mut self) -> bool {
+        self.stream.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let mut b = [0u8; 1];
+        matches!(self.stream.read(&mut b), Ok(0) | Err(_))
+    }
+
     /// Whether the broker closed the connection (read returns EOF or reset).
     pub fn is_closed(&mut self) -> bool {
         self.stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
