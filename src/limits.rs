@@ -16,6 +16,12 @@ pub const BATCH_BYTES_DEFAULT: usize = (1 << 20) + 4096;
 /// make the broker buffer without bound.
 pub const REQUESTS_IN_FLIGHT_MAX: usize = 16;
 
+/// Largest Fetch response the broker builds, whatever `max_bytes` the client
+/// asks (Kafka's broker-side `fetch.max.bytes`, 55 MiB). With at most
+/// `REQUESTS_IN_FLIGHT_MAX` answers queued per connection, a consumer that
+/// stops reading holds a bounded amount of memory.
+pub const FETCH_RESPONSE_BYTES_MAX: usize = 55 << 20;
+
 /// Largest single DMA write when queued appends are flushed together. Bounds
 /// the aligned staging buffer; a lone batch larger than this is written alone.
 pub const WRITE_BYTES_MAX: usize = 4 << 20;

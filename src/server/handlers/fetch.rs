@@ -13,6 +13,7 @@ use std::{
 use kafka_protocol::messages::FetchRequest;
 
 use crate::{
+    limits,
     server::fetch_encode::{PartitionOut, TopicOut},
     shard::{
         messages::{codes, ReadItem, ReadOutcome},
@@ -29,6 +30,7 @@ pub async fn handle(shard: &Rc<Shard>, request: FetchRequest) -> Vec<TopicOut> {
     let deadline = Instant::now() + wait;
     let min_bytes = request.min_bytes.max(0) as usize;
     let max_bytes = if request.max_bytes <= 0 { usize::MAX } else { request.max_bytes as usize };
+    let max_bytes = max_bytes.min(limits::FETCH_RESPONSE_BYTES_MAX);
     let items: Vec<ReadItem> = request
         .topics
         .iter()
@@ -37,7 +39,7 @@ pub async fn handle(shard: &Rc<Shard>, request: FetchRequest) -> Vec<TopicOut> {
                 topic: t.topic.0.to_string(),
                 partition: p.partition,
                 offset: p.fetch_offset,
-                max_bytes: p.partition_max_bytes.max(0) as usize,
+                max_bytes: (p.partition_max_bytes.max(0) as usize).min(limits::FETCH_RESPONSE_BYTES_MAX),
             })
         })
         .collect();
