@@ -100,13 +100,14 @@ fn a_full_disk_refuses_writes_retriably_and_loses_nothing() {
     );
     let mut w = Wire::connect(&broker.bootstrap());
     assert_eq!(create_topic(&mut w, TOPIC, 1), 0);
-    // Leave a few MiB free, held by a file the test can delete later.
+    // Leave 40 MiB free (one 32 MiB preallocation step and a little more),
+    // the rest held by a file the test can delete later.
     let filler = disk.mount.join("filler");
     let free_mb = {
         let out = Command::new("df").args(["--output=avail", "-m"]).arg(&disk.mount).output().unwrap();
         String::from_utf8_lossy(&out.stdout).lines().nth(1).unwrap().trim().parse::<u64>().unwrap()
     };
-    run("fallocate", &["-l", &format!("{}M", free_mb.saturating_sub(12)), filler.to_str().unwrap()]);
+    run("fallocate", &["-l", &format!("{}M", free_mb.saturating_sub(40)), filler.to_str().unwrap()]);
 
     let mut rng = Rng::new(21);
     let mut acked: BTreeMap<i64, Vec<u8>> = BTreeMap::new();

@@ -9,13 +9,13 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use common::{broker::Broker, wire::*};
-use shardlog::protocol::record_batch::{encode_batch, Record};
 use kafka_protocol::messages::{
     list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic},
     produce_request::{PartitionProduceData, TopicProduceData},
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
     ProduceRequest, ProduceResponse,
 };
+use shardlog::protocol::record_batch::{encode_batch, Record};
 
 fn api_versions_ok(w: &mut Wire) -> bool {
     let resp: ApiVersionsResponse = w.call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());

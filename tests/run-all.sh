@@ -21,6 +21,14 @@ for tool in cc make; do
         break
     fi
 done
+# The disk-full test makes a small ext4 image and loop-mounts it (as root).
+if ! command -v mkfs.ext4 >/dev/null 2>&1 || ! command -v losetup >/dev/null 2>&1; then
+    apt-get update -qq && apt-get install -y -qq e2fsprogs mount util-linux
+fi
+# cargo-fuzz, for the bounded fuzzing runs at the end.
+if ! cargo fuzz --version >/dev/null 2>&1; then
+    cargo install --quiet --locked cargo-fuzz
+fi
 
 # Direct I/O needs a real file system: tests keep their files under
 # target/tmp (CARGO_TARGET_TMPDIR), never in /tmp, which may be tmpfs.
@@ -36,3 +44,18 @@ cargo build --release --benches
 
 echo "== tests"
 cargo test --lib --bins --tests
+
+# Coverage-guided fuzzing, bounded: request framing and decoding, and
+# recovery of arbitrary segment bytes. A crash fails the run and leaves its
+# input in tests/fuzz/artifacts/; it then becomes a regression test.
+# cargo-fuzz needs nightly flags; RUSTC_BOOTSTRAP lets the stable toolchain
+# (the only one CI has) accept them.
+FUZZ_SECONDS="${FUZZ_SECONDS:-60}"
+for target in request_frame segment_recovery; do
+    echo "== fuzz $target for ${FUZZ_SECONDS}s"
+    corpus="target/fuzz-corpus/$target"
+    mkdir -p "$corpus"
+    cp -n tests/fuzz/seeds/"$target"/* "$corpus"/ 2>/dev/null || true
+    RUSTC_BOOTSTRAP=1 cargo fuzz run --fuzz-dir tests/fuzz "$target" "$corpus" \
+        -- -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=4096 -print_final_stats=1
+done
