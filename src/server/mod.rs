@@ -4,6 +4,7 @@
 //!
 //! **Architecture invariant:** only `server` (and `cli`) touch sockets.
 
+pub mod alloc;
 pub mod config;
 pub mod connection;
 pub mod fetch_encode;
