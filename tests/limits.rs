@@ -116,3 +116,67 @@ fn a_connection_over_its_in_flight_budget_is_not_read() {
     }
     assert_eq!(log_end(&mut admin, "data"), n1 + n2 + 100, "and is handled once the budget frees up");
 }
+
+/// Resident memory of a process, from /proc.
+fn rss_bytes(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    kb * 1024
+}
+
+#[test]
+fn a_consumer_that_stops_reading_holds_bounded_memory() {
+    let dir = common::tempdir().unwrap();
+    let broker = Broker::start(&dir.path().join("data"), 1);
+    let mut producer = Wire::connect(&broker.bootstrap());
+    assert_eq!(create_topic(&mut producer, "flood", 1), 0);
+    let value = vec![3u8; 8000];
+    let records: Vec<Record<'_>> =
+        (0..64).map(|i| Record { key: None, value: Some(&value), timestamp_delta: i }).collect();
+    let batch = Bytes::from(encode_batch(&records, 1_790_000_000_000)); // ~512 KB
+    for _ in 0..20 {
+        assert_eq!(produce(&mut producer, "flood", 0, batch.clone(), 1).0, 0);
+    }
+    let before = rss_bytes(broker.pid());
+
+    // A consumer pipelines fetches of everything and never reads an answer;
+    // its socket fills, the broker stops reading it, and it stays stuck.
+    let mut slow = Wire::connect(&broker.bootstrap());
+    slow.stream.set_write_timeout(Some(Duration::from_millis(500))).unwrap();
+    let mut sent = 0;
+    for i in 0..100_000 {
+        let mut req = fetch_request("flood", &[(0, (i % 20) * 64)], 0, 1);
+        req.topics[0].partitions[0].partition_max_bytes = 8 << 20;
+        let mut body = bytes::BytesMut::new();
+        use kafka_protocol::protocol::Encodable;
+        let mut header = kafka_protocol::messages::RequestHeader::default();
+        header.request_api_key = ApiKey::Fetch as i16;
+        header.request_api_version = 12;
+        header.correlation_id = i as i32;
+        header.encode(&mut body, ApiKey::Fetch.request_header_version(12)).unwrap();
+        req.encode(&mut body, 12).unwrap();
+        let mut frame = (body.len() as i32).to_be_bytes().to_vec();
+        frame.extend_from_slice(&body);
+        use std::io::Write;
+        if slow.stream.write_all(&frame).is_err() {
+            break;
+        }
+        sent += 1;
+    }
+    assert!(sent < 100_000, "the broker kept reading requests it could not answer ({sent} sent)");
+
+    // Meanwhile producers go on: 200 more batches (~100 MB).
+    for _ in 0..200 {
+        assert_eq!(produce(&mut producer, "flood", 0, batch.clone(), 1).0, 0);
+    }
+    let after = rss_bytes(broker.pid());
+    let grown = after.saturating_sub(before);
+    eprintln!("{sent} fetches sent before the socket filled; broker RSS {before} -> {after} bytes");
+    // 16 answers in flight of up to 8 MiB each, plus the batch cache.
+    assert!(grown < 200 << 20, "broker memory grew by {grown} bytes with one stuck consumer");
+}
