@@ -25,6 +25,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
@@ -102,24 +103,26 @@ def run_mode(bootstrap, workdir, mode, records, kills, rng):
     admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])
     admin.close()
     db = os.path.join(workdir, f"{mode}.sqlite")
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
-    sent = 0
-    # Produce while killing: a first part now, the rest between kills.
-    def produce(n):
-        nonlocal sent
-        for _ in range(n):
-            producer.send(topic, value=str(sent).encode(), partition=0)
-            sent += 1
+    # The producer runs the whole time, in its own thread, paced so that
+    # records keep arriving while consumers are started and killed.
+    pace = (kills * 0.6) / records
+
+    def produce():
+        producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+        for i in range(records):
+            producer.send(topic, value=str(i).encode(), partition=0)
+            time.sleep(pace)
         producer.flush()
-    produce(records // (kills + 1))
+        producer.close()
+
+    feeder = threading.Thread(target=produce)
+    feeder.start()
     for _ in range(kills):
         c = start_consumer(bootstrap, topic, mode, db)
         time.sleep(rng.uniform(0.2, 0.9))
         c.send_signal(signal.SIGKILL)
         c.wait()
-        produce(records // (kills + 1))
-    produce(records - sent)
-    producer.close()
+    feeder.join()
     # A last consumer runs until everything was consumed, then stops.
     c = start_consumer(bootstrap, topic, mode, db)
     deadline = time.time() + 120
