@@ -74,7 +74,8 @@ fn main() {
         sealed.1.push(mb(rb, re));
         // A consumer at the tail: the last few MiB, served from the batch
         // cache, read again and again.
-        let tail_from = (requests * RECORDS_PER_BATCH - TAIL_RECORDS) as i64;
+        // Both produce runs wrote `requests` batches: the log ends at twice that.
+        let tail_from = (2 * requests * RECORDS_PER_BATCH - TAIL_RECORDS) as i64;
         let (mut tb, mut te, mut tsizes) = (0, Duration::ZERO, Vec::new());
         for _ in 0..TAIL_ROUNDS {
             let (b, e, s) = run_fetch(addr, "bench", tail_from);
