@@ -13,6 +13,8 @@
 //! offset cache is a plain map with no lock and no sharing.
 
 pub mod coordinator;
+mod membership;
+pub mod offsets;
 pub mod records;
 
 use kafka_protocol::messages::{

@@ -322,7 +322,7 @@ async fn load_groups(shard: &Rc<Shard>) {
     glommio::spawn_local(async move {
         loop {
             glommio::timer::sleep(every).await;
-            let n = crate::groups::coordinator::expire_offsets(&shard).await;
+            let n = crate::groups::offsets::expire_offsets(&shard).await;
             if n > 0 {
                 log::info!("shard {}: expired {n} committed offsets", shard.id);
             }

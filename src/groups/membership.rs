@@ -1,0 +1,512 @@
+//! Group membership: join (with MEMBER_ID_REQUIRED and the delayed initial
+//! join), sync, heartbeat, leave, and the timers that end rebalances and
+//! remove members whose sessions expired. State lives in the shard's
+//! `Coordinator`; see `coordinator.rs` for the state machine.
+
+use std::{
+    collections::HashMap,
+    rc::Rc,
+    time::{Duration, Instant},
+};
+
+use bytes::Bytes;
+use futures_channel::oneshot;
+use kafka_protocol::messages::{
+    join_group_response::JoinGroupResponseMember, leave_group_response::MemberResponse, HeartbeatRequest,
+    JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse, SyncGroupRequest, SyncGroupResponse,
+};
+
+use crate::{
+    groups::records::Key,
+    shard::{messages::codes, Shard},
+};
+
+use super::coordinator::{errors::*, *};
+
+pub(super) fn join_error(code: i16, member_id: &str) -> JoinGroupResponse {
+    let mut r = JoinGroupResponse::default();
+    r.error_code = code;
+    r.generation_id = -1;
+    r.member_id = s(member_id);
+    r
+}
+
+pub(super) async fn join(
+    shard: &Rc<Shard>,
+    req: JoinGroupRequest,
+    version: i16,
+    client_id: String,
+    client_host: String,
+) -> JoinGroupResponse {
+    let settings = &shard.settings.groups;
+    let group_id = req.group_id.0.to_string();
+    let member_id = req.member_id.to_string();
+    if group_id.is_empty() {
+        return join_error(INVALID_GROUP_ID, &member_id);
+    }
+    if !(settings.min_session_timeout_ms..=settings.max_session_timeout_ms).contains(&req.session_timeout_ms) {
+        return join_error(INVALID_SESSION_TIMEOUT, &member_id);
+    }
+    if req.protocol_type.is_empty() || req.protocols.is_empty() {
+        return join_error(INCONSISTENT_GROUP_PROTOCOL, &member_id);
+    }
+    let coordinator = &shard.groups;
+    let (tx, rx) = oneshot::channel();
+    {
+        let mut groups = coordinator.groups.borrow_mut();
+        if !groups.contains_key(&group_id) {
+            if !member_id.is_empty() {
+                return join_error(UNKNOWN_MEMBER_ID, &member_id);
+            }
+            groups.insert(group_id.clone(), Group::new());
+        }
+        let g = groups.get_mut(&group_id).expect("inserted above");
+        let protocols: Vec<(String, Bytes)> =
+            req.protocols.iter().map(|p| (p.name.to_string(), p.metadata.clone())).collect();
+        if !g.members.is_empty() {
+            let same_type = g.protocol_type.as_deref() == Some(req.protocol_type.as_str());
+            let candidates = g.candidates();
+            if !same_type || !protocols.iter().any(|(n, _)| candidates.contains(n)) {
+                return join_error(INCONSISTENT_GROUP_PROTOCOL, &member_id);
+            }
+        }
+        let instance_id = req.group_instance_id.as_ref().map(|i| i.to_string());
+        let id = match &instance_id {
+            Some(instance) => match g.member_by_instance(instance) {
+                Some(existing) if !member_id.is_empty() && existing != member_id => {
+                    return join_error(FENCED_INSTANCE_ID, &member_id);
+                }
+                Some(existing) => existing,
+                None if member_id.is_empty() => format!("{instance}-{}", crate::shard::topics::new_topic_id()),
+                None => member_id.clone(),
+            },
+            None if member_id.is_empty() => {
+                let id = format!("{client_id}-{}", crate::shard::topics::new_topic_id());
+                if version >= 4 {
+                    // The client must come back with this id (KIP-394), so a
+                    // client that never does leaves no member behind.
+                    g.pending.push(id.clone());
+                    return join_error(MEMBER_ID_REQUIRED, &id);
+                }
+                id
+            }
+            None => {
+                if !g.members.contains_key(&member_id) && !g.pending.contains(&member_id) {
+                    return join_error(UNKNOWN_MEMBER_ID, &member_id);
+                }
+                member_id.clone()
+            }
+        };
+        g.pending.retain(|p| p != &id);
+        log::debug!("group {group_id}: join from {id} in state {}", g.state.name());
+        let seq = coordinator.seq();
+        let member = g.members.entry(id.clone()).or_insert_with(|| Member {
+            instance_id: instance_id.clone(),
+            client_id: client_id.clone(),
+            client_host: client_host.clone(),
+            session_timeout: Duration::ZERO,
+            rebalance_timeout: Duration::ZERO,
+            protocols: Vec::new(),
+            assignment: Bytes::new(),
+            joined_seq: seq,
+            awaiting_join: None,
+            awaiting_sync: None,
+            last_seen: Instant::now(),
+            session_timer_armed: false,
+        });
+        member.session_timeout = Duration::from_millis(req.session_timeout_ms as u64);
+        let rebalance_ms = if req.rebalance_timeout_ms > 0 { req.rebalance_timeout_ms } else { req.session_timeout_ms };
+        member.rebalance_timeout = Duration::from_millis(rebalance_ms as u64);
+        member.protocols = protocols;
+        member.client_id = client_id;
+        member.client_host = client_host;
+        member.last_seen = Instant::now();
+        // A second join from the same member replaces the first.
+        member.awaiting_join = Some(tx);
+        if g.protocol_type.is_none() || g.members.len() == 1 {
+            g.protocol_type = Some(req.protocol_type.to_string());
+        }
+        match g.state {
+            State::Empty => {
+                let delay = Duration::from_millis(settings.initial_rebalance_delay_ms);
+                g.initial_delay_until = Some(Instant::now() + delay);
+                start_rebalance(shard, &group_id, g);
+                arm_timer(shard, &group_id, g.rebalance_seq, delay);
+            }
+            State::PreparingRebalance => {
+                if let Some(until) = g.initial_delay_until {
+                    // Kafka's delayed initial join: each new member extends
+                    // the wait, up to the rebalance timeout.
+                    let delay = Duration::from_millis(settings.initial_rebalance_delay_ms);
+                    let extended = (Instant::now() + delay).min(g.rebalance_deadline.unwrap_or(until));
+                    if extended > until {
+                        g.initial_delay_until = Some(extended);
+                        arm_timer(shard, &group_id, g.rebalance_seq, extended - Instant::now());
+                    }
+                }
+            }
+            State::CompletingRebalance | State::Stable => start_rebalance(shard, &group_id, g),
+        }
+    }
+    try_complete_join(shard, &group_id);
+    rx.await.unwrap_or_else(|_| join_error(UNKNOWN_MEMBER_ID, &member_id))
+}
+
+/// Moves a group to PreparingRebalance: pending syncs are told to rejoin,
+/// and a timer ends the rebalance at the longest rebalance timeout.
+pub(super) fn start_rebalance(shard: &Rc<Shard>, group_id: &str, g: &mut Group) {
+    if g.state == State::CompletingRebalance {
+        for m in g.members.values_mut() {
+            if let Some(tx) = m.awaiting_sync.take() {
+                let mut r = SyncGroupResponse::default();
+                r.error_code = REBALANCE_IN_PROGRESS;
+                let _ = tx.send(r);
+            }
+        }
+    }
+    if g.state != State::Empty {
+        g.initial_delay_until = None;
+    }
+    log::debug!("group {group_id}: rebalancing (was {})", g.state.name());
+    g.state = State::PreparingRebalance;
+    g.state_timestamp = now_ms();
+    g.rebalance_seq += 1;
+    let timeout = g.members.values().map(|m| m.rebalance_timeout).max().unwrap_or_default();
+    g.rebalance_deadline = Some(Instant::now() + timeout);
+    arm_timer(shard, group_id, g.rebalance_seq, timeout);
+}
+
+/// Re-checks the group when `after` has passed, if the same rebalance is
+/// still going on.
+pub(super) fn arm_timer(shard: &Rc<Shard>, group_id: &str, seq: u64, after: Duration) {
+    let (shard, group_id) = (shard.clone(), group_id.to_string());
+    spawn(async move {
+        glommio::timer::sleep(after).await;
+        let current = shard.groups.groups.borrow().get(&group_id).map(|g| g.rebalance_seq);
+        if current == Some(seq) {
+            try_complete_join(&shard, &group_id);
+        }
+    });
+}
+
+/// Completes the join phase once every member has rejoined (and an empty
+/// group's initial delay has passed), or at the rebalance deadline, when
+/// members that did not rejoin are dropped.
+pub(super) fn try_complete_join(shard: &Rc<Shard>, group_id: &str) {
+    let mut persist = false;
+    {
+        let mut groups = shard.groups.groups.borrow_mut();
+        let Some(g) = groups.get_mut(group_id) else { return };
+        if g.state != State::PreparingRebalance {
+            return;
+        }
+        let now = Instant::now();
+        let all_joined = g.members.values().all(|m| m.awaiting_join.is_some());
+        let delay_over = g.initial_delay_until.is_none_or(|t| now >= t);
+        let deadline_passed = g.rebalance_deadline.is_some_and(|t| now >= t);
+        if !((all_joined && delay_over) || deadline_passed) {
+            return;
+        }
+        g.members.retain(|_, m| m.awaiting_join.is_some());
+        g.initial_delay_until = None;
+        g.rebalance_deadline = None;
+        g.generation += 1;
+        g.state_timestamp = now_ms();
+        if g.members.is_empty() {
+            g.state = State::Empty;
+            g.protocol = None;
+            g.leader = None;
+            persist = true;
+        } else {
+            g.protocol = g.select_protocol();
+            let leader_still_here = g.leader.as_ref().is_some_and(|l| g.members.contains_key(l));
+            if !leader_still_here {
+                g.leader = g.members.iter().min_by_key(|(_, m)| m.joined_seq).map(|(id, _)| id.clone());
+            }
+            g.state = State::CompletingRebalance;
+            log::info!(
+                "group {group_id}: generation {} with {} member(s), protocol {:?}, leader {:?}",
+                g.generation,
+                g.members.len(),
+                g.protocol,
+                g.leader
+            );
+            let protocol = g.protocol.clone().unwrap_or_default();
+            let everyone: Vec<JoinGroupResponseMember> = g
+                .members
+                .iter()
+                .map(|(id, m)| {
+                    let mut jm = JoinGroupResponseMember::default();
+                    jm.member_id = s(id);
+                    jm.group_instance_id = m.instance_id.as_deref().map(s);
+                    jm.metadata =
+                        m.protocols.iter().find(|(n, _)| *n == protocol).map(|(_, b)| b.clone()).unwrap_or_default();
+                    jm
+                })
+                .collect();
+            let leader = g.leader.clone().unwrap_or_default();
+            for (id, m) in g.members.iter_mut() {
+                let mut r = JoinGroupResponse::default();
+                r.generation_id = g.generation;
+                r.protocol_type = g.protocol_type.as_deref().map(s);
+                r.protocol_name = Some(s(&protocol));
+                r.leader = s(&leader);
+                r.member_id = s(id);
+                if *id == leader {
+                    r.members = everyone.clone();
+                }
+                m.last_seen = now;
+                if let Some(tx) = m.awaiting_join.take() {
+                    let _ = tx.send(r);
+                }
+            }
+        }
+    }
+    let ids: Vec<String> = shard
+        .groups
+        .groups
+        .borrow()
+        .get(group_id)
+        .map(|g| g.members.iter().filter(|(_, m)| !m.session_timer_armed).map(|(id, _)| id.clone()).collect())
+        .unwrap_or_default();
+    for id in ids {
+        arm_session_timer(shard, group_id, &id);
+        if let Some(m) = shard.groups.groups.borrow_mut().get_mut(group_id).and_then(|g| g.members.get_mut(&id)) {
+            m.session_timer_armed = true;
+        }
+    }
+    if persist {
+        spawn_persist_group(shard, group_id);
+    }
+}
+
+/// Removes a member whose session timed out (unless it is waiting in a
+/// join, where the rebalance timeout applies instead).
+pub(super) fn arm_session_timer(shard: &Rc<Shard>, group_id: &str, member_id: &str) {
+    let (shard, group_id, member_id) = (shard.clone(), group_id.to_string(), member_id.to_string());
+    spawn(async move {
+        loop {
+            let wait = {
+                let mut groups = shard.groups.groups.borrow_mut();
+                let Some(m) = groups.get_mut(&group_id).and_then(|g| g.members.get_mut(&member_id)) else { return };
+                let due = m.last_seen + m.session_timeout;
+                let now = Instant::now();
+                if m.awaiting_join.is_some() || due > now {
+                    Some(due.saturating_duration_since(now).max(Duration::from_millis(10)))
+                } else {
+                    None
+                }
+            };
+            match wait {
+                Some(d) => glommio::timer::sleep(d).await,
+                None => break,
+            }
+        }
+        log::info!("group {group_id}: member {member_id} stopped heartbeating; removing it");
+        remove_members(&shard, &group_id, &[member_id]);
+    });
+}
+
+/// Removes members, then rebalances the rest (or empties the group).
+pub(super) fn remove_members(shard: &Rc<Shard>, group_id: &str, ids: &[String]) {
+    let mut persist = false;
+    {
+        let mut groups = shard.groups.groups.borrow_mut();
+        let Some(g) = groups.get_mut(group_id) else { return };
+        let before = g.members.len();
+        for id in ids {
+            g.members.remove(id);
+        }
+        if g.members.len() == before {
+            return;
+        }
+        if g.leader.as_ref().is_some_and(|l| !g.members.contains_key(l)) {
+            g.leader = None;
+        }
+        match g.state {
+            State::Empty => {}
+            State::PreparingRebalance => {}
+            State::Stable | State::CompletingRebalance if g.members.is_empty() => {
+                g.generation += 1;
+                g.state = State::Empty;
+                g.state_timestamp = now_ms();
+                g.protocol = None;
+                persist = true;
+            }
+            State::Stable | State::CompletingRebalance => start_rebalance(shard, group_id, g),
+        }
+        if g.state == State::PreparingRebalance && g.members.is_empty() {
+            g.rebalance_deadline = Some(Instant::now());
+        }
+    }
+    try_complete_join(shard, group_id);
+    if persist {
+        spawn_persist_group(shard, group_id);
+    }
+}
+
+pub(super) fn spawn_persist_group(shard: &Rc<Shard>, group_id: &str) {
+    let (shard, group_id) = (shard.clone(), group_id.to_string());
+    spawn(async move {
+        if let Err(e) = persist_group(&shard, &group_id).await {
+            log::warn!("group {group_id}: cannot persist its metadata: {e}");
+        }
+    });
+}
+
+/// Appends the group's current metadata (key v2, value v3), durably.
+pub(super) async fn persist_group(shard: &Rc<Shard>, group_id: &str) -> Result<(), String> {
+    let value = shard.groups.groups.borrow().get(group_id).map(Group::to_value);
+    let Some(value) = value else { return Ok(()) };
+    let key = Key::Group { group: group_id.to_string() }.encode();
+    append(shard, group_id, &[(key, Some(value.encode()))]).await
+}
+
+pub(super) async fn sync(shard: &Rc<Shard>, req: SyncGroupRequest) -> SyncGroupResponse {
+    let group_id = req.group_id.0.to_string();
+    let member_id = req.member_id.to_string();
+    let error = |code| {
+        let mut r = SyncGroupResponse::default();
+        r.error_code = code;
+        r
+    };
+    let rx = {
+        let mut groups = shard.groups.groups.borrow_mut();
+        let Some(g) = groups.get_mut(&group_id) else { return error(UNKNOWN_MEMBER_ID) };
+        if !g.members.contains_key(&member_id) {
+            return error(UNKNOWN_MEMBER_ID);
+        }
+        if req.generation_id != g.generation {
+            return error(ILLEGAL_GENERATION);
+        }
+        let type_ok = req.protocol_type.as_ref().is_none_or(|t| g.protocol_type.as_deref() == Some(t.as_str()));
+        let name_ok = req.protocol_name.as_ref().is_none_or(|n| g.protocol.as_deref() == Some(n.as_str()));
+        if !type_ok || !name_ok {
+            return error(INCONSISTENT_GROUP_PROTOCOL);
+        }
+        let state = g.state;
+        let m = g.members.get_mut(&member_id).expect("checked above");
+        m.last_seen = Instant::now();
+        match state {
+            State::Empty | State::PreparingRebalance => return error(REBALANCE_IN_PROGRESS),
+            State::Stable => {
+                let mut r = SyncGroupResponse::default();
+                r.protocol_type = g.protocol_type.as_deref().map(s);
+                r.protocol_name = g.protocol.as_deref().map(s);
+                r.assignment = m.assignment.clone();
+                return r;
+            }
+            State::CompletingRebalance => {
+                let (tx, rx) = oneshot::channel();
+                m.awaiting_sync = Some(tx);
+                if g.leader.as_deref() == Some(member_id.as_str()) {
+                    let given: HashMap<String, Bytes> =
+                        req.assignments.iter().map(|a| (a.member_id.to_string(), a.assignment.clone())).collect();
+                    for (id, m) in g.members.iter_mut() {
+                        m.assignment = given.get(id).cloned().unwrap_or_default();
+                    }
+                    let (shard, group_id, generation) = (shard.clone(), group_id.clone(), g.generation);
+                    spawn(async move { finish_sync(&shard, &group_id, generation).await });
+                }
+                rx
+            }
+        }
+    };
+    rx.await.unwrap_or_else(|_| error(REBALANCE_IN_PROGRESS))
+}
+
+/// Persists the leader's assignment, then makes the group Stable and hands
+/// every waiting member its assignment.
+pub(super) async fn finish_sync(shard: &Rc<Shard>, group_id: &str, generation: i32) {
+    let persisted = persist_group(shard, group_id).await;
+    let mut groups = shard.groups.groups.borrow_mut();
+    let Some(g) = groups.get_mut(group_id) else { return };
+    if g.generation != generation || g.state != State::CompletingRebalance {
+        return; // a newer rebalance took over; its members were told to rejoin
+    }
+    if let Err(e) = &persisted {
+        log::warn!("group {group_id}: cannot persist generation {generation}: {e}");
+        for m in g.members.values_mut() {
+            m.assignment = Bytes::new();
+            if let Some(tx) = m.awaiting_sync.take() {
+                let mut r = SyncGroupResponse::default();
+                r.error_code = COORDINATOR_NOT_AVAILABLE;
+                let _ = tx.send(r);
+            }
+        }
+        drop(groups);
+        if let Some(g) = shard.groups.groups.borrow_mut().get_mut(group_id) {
+            start_rebalance(shard, group_id, g);
+        }
+        return;
+    }
+    g.state = State::Stable;
+    g.state_timestamp = now_ms();
+    for m in g.members.values_mut() {
+        if let Some(tx) = m.awaiting_sync.take() {
+            let mut r = SyncGroupResponse::default();
+            r.protocol_type = g.protocol_type.as_deref().map(s);
+            r.protocol_name = g.protocol.as_deref().map(s);
+            r.assignment = m.assignment.clone();
+            let _ = tx.send(r);
+        }
+    }
+}
+
+pub(super) fn heartbeat(shard: &Rc<Shard>, req: HeartbeatRequest) -> i16 {
+    let mut groups = shard.groups.groups.borrow_mut();
+    let Some(g) = groups.get_mut(req.group_id.0.as_str()) else { return UNKNOWN_MEMBER_ID };
+    let state = g.state;
+    let generation = g.generation;
+    let Some(m) = g.members.get_mut(req.member_id.as_str()) else { return UNKNOWN_MEMBER_ID };
+    m.last_seen = Instant::now();
+    match state {
+        State::Empty => UNKNOWN_MEMBER_ID,
+        State::PreparingRebalance => REBALANCE_IN_PROGRESS,
+        _ if req.generation_id != generation => ILLEGAL_GENERATION,
+        _ => codes::NONE,
+    }
+}
+
+pub(super) async fn leave(shard: &Rc<Shard>, req: LeaveGroupRequest, version: i16) -> LeaveGroupResponse {
+    let group_id = req.group_id.0.to_string();
+    let mut response = LeaveGroupResponse::default();
+    let identities: Vec<(String, Option<String>)> = if version >= 3 {
+        req.members
+            .iter()
+            .map(|m| (m.member_id.to_string(), m.group_instance_id.as_ref().map(|i| i.to_string())))
+            .collect()
+    } else {
+        vec![(req.member_id.to_string(), None)]
+    };
+    let mut leaving = Vec::new();
+    {
+        let groups = shard.groups.groups.borrow();
+        let Some(g) = groups.get(&group_id) else {
+            response.error_code = UNKNOWN_MEMBER_ID;
+            return response;
+        };
+        for (member_id, instance) in identities {
+            let found = match &instance {
+                Some(i) => g.member_by_instance(i).filter(|id| member_id.is_empty() || *id == member_id),
+                None => Some(member_id.clone()).filter(|id| g.members.contains_key(id)),
+            };
+            let mut r = MemberResponse::default();
+            r.member_id = s(&member_id);
+            r.group_instance_id = instance.as_deref().map(s);
+            match found {
+                Some(id) => leaving.push(id),
+                None => r.error_code = UNKNOWN_MEMBER_ID,
+            }
+            response.members.push(r);
+        }
+    }
+    if version < 3 && leaving.is_empty() {
+        response.error_code = UNKNOWN_MEMBER_ID;
+    }
+    for id in &leaving {
+        log::debug!("group {group_id}: member {id} leaves");
+    }
+    remove_members(shard, &group_id, &leaving);
+    response
+}
