@@ -6,15 +6,14 @@ mod common;
 
 use std::{
     collections::{BTreeMap, BTreeSet},
-    io::{BufRead, BufReader},
     path::Path,
-    process::{Child, Command, Stdio},
-    sync::{Arc, Mutex},
+    process::Command,
     time::{Duration, Instant},
 };
 
 use common::{
     broker::Broker,
+    members::{covers_all, wait_for, Member},
     offsets_schema::{decode_commit_value, decode_key, group_partition, OffsetsKey},
 };
 
@@ -46,16 +45,16 @@ fn kafka_python_consumer_groups_and_committed_offsets() {
     let b = broker.bootstrap();
     python(&["setup", &b, TOPIC, &PARTITIONS.to_string(), "40"]);
 
-    let mut members: Vec<Member> = (0..3).map(|_| Member::spawn(&b)).collect();
+    let mut members: Vec<Member> = (0..3).map(|_| spawn_member(&b)).collect();
     wait_for("three members with two partitions each", Duration::from_secs(60), || {
         let sets: Vec<BTreeSet<i32>> = members.iter().map(Member::assignment).collect();
-        sets.iter().all(|s| s.len() == 2) && covers_all(&sets)
+        sets.iter().all(|s| s.len() == 2) && covers_all(&sets, PARTITIONS)
     });
     members[0].kill();
     let killed = Instant::now();
     wait_for("the two survivors to take over all six partitions", Duration::from_secs(40), || {
         let sets: Vec<BTreeSet<i32>> = members[1..].iter().map(Member::assignment).collect();
-        sets.iter().all(|s| s.len() == 3) && covers_all(&sets)
+        sets.iter().all(|s| s.len() == 3) && covers_all(&sets, PARTITIONS)
     });
     eprintln!("partitions of the killed member moved after {:?}", killed.elapsed());
     drop(members);
@@ -108,60 +107,8 @@ fn unhex(s: &str) -> Vec<u8> {
     (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
 }
 
-fn covers_all(sets: &[BTreeSet<i32>]) -> bool {
-    let all: BTreeSet<i32> = sets.iter().flatten().copied().collect();
-    all == (0..PARTITIONS).collect()
-}
-
-fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// A kafka-python group member in its own process, so the test can SIGKILL
-/// it: it stops heartbeating without leaving the group.
-struct Member {
-    child: Child,
-    assignment: Arc<Mutex<BTreeSet<i32>>>,
-}
-
-impl Member {
-    fn spawn(bootstrap: &str) -> Self {
-        let mut child = Command::new("python3")
-            .arg(script())
-            .args(["member", bootstrap, TOPIC, MEMBERS_GROUP])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start member");
-        let assignment = Arc::new(Mutex::new(BTreeSet::new()));
-        let (out, seen) = (child.stdout.take().unwrap(), assignment.clone());
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                if let Some(list) = line.strip_prefix("ASSIGNED ") {
-                    *seen.lock().unwrap() =
-                        list.split(',').filter(|s| !s.is_empty()).map(|s| s.parse().unwrap()).collect();
-                }
-            }
-        });
-        Self { child, assignment }
-    }
-
-    fn assignment(&self) -> BTreeSet<i32> {
-        self.assignment.lock().unwrap().clone()
-    }
-
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Member {
-    fn drop(&mut self) {
-        self.kill();
-    }
+fn spawn_member(bootstrap: &str) -> Member {
+    let mut cmd = Command::new("python3");
+    cmd.arg(script()).args(["member", bootstrap, TOPIC, MEMBERS_GROUP]);
+    Member::spawn(cmd)
 }

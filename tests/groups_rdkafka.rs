@@ -15,14 +15,14 @@ mod common;
 
 use std::{
     collections::{BTreeMap, BTreeSet},
-    io::{BufRead, BufReader, Write},
-    process::{Child, Command, Stdio},
-    sync::{Arc, Mutex},
+    io::Write,
+    process::Command,
     time::{Duration, Instant},
 };
 
 use common::{
     broker::Broker,
+    members::{covers_all, wait_for, Member},
     offsets_schema::{decode_commit_value, decode_key, group_partition, OffsetsKey},
 };
 use rdkafka::{
@@ -55,10 +55,10 @@ fn rdkafka_consumer_groups_and_committed_offsets() {
     produce(&broker.bootstrap());
 
     // Three members, two partitions each.
-    let mut members: Vec<Member> = (0..3).map(|_| Member::spawn(&broker.bootstrap())).collect();
+    let mut members: Vec<Member> = (0..3).map(|_| spawn_member(&broker.bootstrap())).collect();
     wait_for("three members with two partitions each", Duration::from_secs(60), || {
         let sets: Vec<BTreeSet<i32>> = members.iter().map(Member::assignment).collect();
-        sets.iter().all(|s| s.len() == 2) && covers_all(&sets)
+        sets.iter().all(|s| s.len() == 2) && covers_all(&sets, PARTITIONS)
     });
 
     // One stops heartbeating: its partitions move to the others.
@@ -66,7 +66,7 @@ fn rdkafka_consumer_groups_and_committed_offsets() {
     let killed = Instant::now();
     wait_for("the two survivors to take over all six partitions", Duration::from_secs(40), || {
         let sets: Vec<BTreeSet<i32>> = members[1..].iter().map(Member::assignment).collect();
-        sets.iter().all(|s| s.len() == 3) && covers_all(&sets)
+        sets.iter().all(|s| s.len() == 3) && covers_all(&sets, PARTITIONS)
     });
     let moved = killed.elapsed();
     assert!(
@@ -124,19 +124,6 @@ fn rdkafka_consumer_groups_and_committed_offsets() {
     }
     let want: BTreeMap<i32, i64> = committed.iter().map(|(p, (o, _))| (*p, *o)).collect();
     assert_eq!(first, want, "first offset consumed per partition");
-}
-
-fn covers_all(sets: &[BTreeSet<i32>]) -> bool {
-    let all: BTreeSet<i32> = sets.iter().flatten().copied().collect();
-    all == (0..PARTITIONS).collect()
-}
-
-fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 fn create_topic(bootstrap: &str) {
@@ -221,49 +208,11 @@ fn read_offsets_topic(bootstrap: &str, partition: i32) -> Vec<(Vec<u8>, Option<V
     out
 }
 
-/// A group member in its own process, so the test can SIGKILL it: it stops
-/// heartbeating without leaving the group.
-struct Member {
-    child: Child,
-    assignment: Arc<Mutex<BTreeSet<i32>>>,
-}
-
-impl Member {
-    fn spawn(bootstrap: &str) -> Self {
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["rdkafka_consumer_groups_and_committed_offsets", "--exact", "--nocapture", "--test-threads=1"])
-            .env(CHILD_ENV, bootstrap)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start member");
-        let assignment = Arc::new(Mutex::new(BTreeSet::new()));
-        let (out, seen) = (child.stdout.take().unwrap(), assignment.clone());
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                if let Some(list) = line.strip_prefix("ASSIGNED ") {
-                    *seen.lock().unwrap() =
-                        list.split(',').filter(|s| !s.is_empty()).map(|s| s.parse().unwrap()).collect();
-                }
-            }
-        });
-        Self { child, assignment }
-    }
-
-    fn assignment(&self) -> BTreeSet<i32> {
-        self.assignment.lock().unwrap().clone()
-    }
-
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Member {
-    fn drop(&mut self) {
-        self.kill();
-    }
+fn spawn_member(bootstrap: &str) -> Member {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["rdkafka_consumer_groups_and_committed_offsets", "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, bootstrap);
+    Member::spawn(cmd)
 }
 
 /// The member process: consumes and reports its assignment when it changes.

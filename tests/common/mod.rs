@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod broker;
+pub mod members;
 pub mod offsets_schema;
 pub mod wire;
 
