@@ -274,7 +274,13 @@ async fn load_groups(shard: &Rc<Shard>) {
                     break;
                 }
             };
-            let bytes = slice.to_vec();
+            let mut bytes = Vec::with_capacity(slice.len());
+            for chunk in &slice.chunks {
+                match chunk.load().await {
+                    Ok(b) => bytes.extend_from_slice(&b),
+                    Err(e) => log::error!("shard {}: cannot replay {}: {e}", shard.id, p.log.name()),
+                }
+            }
             let mut at = 0;
             let before = offset;
             while at < bytes.len() {

@@ -42,6 +42,19 @@ impl Chunk {
         self.len() == 0
     }
 
+    /// The bytes in memory, reading a file range on glommio's blocking pool
+    /// (the broker's own readers of stored records: group replay, producer
+    /// state rebuild).
+    pub async fn load(&self) -> io::Result<Bytes> {
+        match self {
+            Chunk::Memory(b) => Ok(b.clone()),
+            Chunk::File(r) => {
+                let r = r.clone();
+                glommio::executor().spawn_blocking(move || r.read(0, r.len).map(Bytes::from)).await
+            }
+        }
+    }
+
     /// The bytes in memory: a clone of the buffer, or a blocking read of the
     /// range. For tests and tools; the fetch path never calls it.
     pub fn to_bytes(&self) -> io::Result<Bytes> {

@@ -612,7 +612,7 @@ impl PartitionLog {
             };
             let before = offset;
             for chunk in &slice.chunks {
-                let Ok(bytes) = chunk.to_bytes() else { break };
+                let Ok(bytes) = chunk.load().await else { break };
                 let mut at = 0;
                 while let Ok(h) = BatchHeader::parse(&bytes[at..], usize::MAX) {
                     if producers::is_idempotent(&h) {
