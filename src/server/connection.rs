@@ -175,7 +175,9 @@ async fn handle_frame(shard: &Rc<Shard>, frame: Bytes, peer: &str) -> Result<Opt
         let mut body = frame;
         let header_version = ApiKey::Fetch.request_header_version(version);
         RequestHeader::decode(&mut body, header_version).map_err(|e| format!("bad Fetch header: {e}"))?;
-        let req = FetchRequest::decode(&mut body, version).map_err(|e| decode_failed(ApiKey::Fetch, version, e))?;
+        let Request::Fetch(req) = decode_body(ApiKey::Fetch, version, &mut body)? else {
+            return Err("Fetch decoded as another request".into());
+        };
         let topics = handlers::fetch::handle(shard, req).await;
         return Ok(Some(crate::server::fetch_encode::encode(correlation_id, version, &topics)));
     }
@@ -202,108 +204,100 @@ async fn handle_other(shard: &Rc<Shard>, mut frame: Bytes, peer: &str) -> Result
     let header_version = key.request_header_version(version);
     let header = RequestHeader::decode(&mut frame, header_version).map_err(|e| format!("bad {key:?} header: {e}"))?;
     let response_header_version = if key == ApiKey::ApiVersions { 0 } else { key.response_header_version(version) };
-    let body = &mut frame;
-    let bad = |e| decode_failed(key, version, e);
-    let out = match key {
-        ApiKey::ApiVersions => {
-            // The body (client software name) is informational; a v3 body we
-            // cannot read still gets an answer.
-            let _ = ApiVersionsRequest::decode(body, version);
-            frame_response(header.correlation_id, version, &api_versions::respond(0), response_header_version)?
-        }
-        ApiKey::Metadata => {
-            let req = MetadataRequest::decode(body, version).map_err(bad)?;
-            let resp = handlers::metadata::handle(shard, req, version).await;
-            frame_response(header.correlation_id, version, &resp, response_header_version)?
-        }
-        ApiKey::CreateTopics => {
-            let req = CreateTopicsRequest::decode(body, version).map_err(bad)?;
-            let resp = handlers::create_topics::handle(shard, req).await;
-            frame_response(header.correlation_id, version, &resp, response_header_version)?
-        }
-        ApiKey::DeleteTopics => {
-            let req = DeleteTopicsRequest::decode(body, version).map_err(bad)?;
-            let resp = handlers::delete_topics::handle(shard, req).await;
-            frame_response(header.correlation_id, version, &resp, response_header_version)?
-        }
-        ApiKey::Produce => {
-            let req = ProduceRequest::decode(body, version).map_err(bad)?;
-            // Release the frame's hold on the buffer the records point into.
-            *body = Bytes::new();
-            match handlers::produce::handle(shard, req).await {
-                Some(resp) => frame_response(header.correlation_id, version, &resp, response_header_version)?,
-                None => return Ok(None),
-            }
-        }
-        ApiKey::ListOffsets => {
-            let req = ListOffsetsRequest::decode(body, version).map_err(bad)?;
-            let resp = handlers::list_offsets::handle(shard, req).await;
-            frame_response(header.correlation_id, version, &resp, response_header_version)?
-        }
-        ApiKey::InitProducerId => {
-            let req = InitProducerIdRequest::decode(body, version).map_err(bad)?;
-            let resp = handlers::init_producer_id::handle(shard, req).await;
-            frame_response(header.correlation_id, version, &resp, response_header_version)?
-        }
-        ApiKey::FindCoordinator => {
-            let req = FindCoordinatorRequest::decode(body, version).map_err(bad)?;
-            let resp = groups::find_coordinator(shard, req, version);
-            frame_response(header.correlation_id, version, &resp, response_header_version)?
-        }
-        ApiKey::JoinGroup => {
-            let req = JoinGroupRequest::decode(body, version).map_err(bad)?;
+    if key == ApiKey::ApiVersions {
+        // The body (client software name) is informational; a v3 body we
+        // cannot read still gets an answer.
+        let _ = ApiVersionsRequest::decode(&mut frame, version);
+        return Ok(Some(frame_response(header.correlation_id, version, &api_versions::respond(0), 0)?));
+    }
+    let request = decode_body(key, version, &mut frame)?;
+    // Release the frame's hold on the buffer produced records point into.
+    drop(frame);
+    macro_rules! respond {
+        ($resp:expr) => {
+            frame_response(header.correlation_id, version, &$resp, response_header_version)?
+        };
+    }
+    let out = match request {
+        Request::Metadata(req) => respond!(handlers::metadata::handle(shard, req, version).await),
+        Request::CreateTopics(req) => respond!(handlers::create_topics::handle(shard, req).await),
+        Request::DeleteTopics(req) => respond!(handlers::delete_topics::handle(shard, req).await),
+        Request::Produce(req) => match handlers::produce::handle(shard, req).await {
+            Some(resp) => respond!(resp),
+            None => return Ok(None),
+        },
+        Request::ListOffsets(req) => respond!(handlers::list_offsets::handle(shard, req).await),
+        Request::InitProducerId(req) => respond!(handlers::init_producer_id::handle(shard, req).await),
+        Request::FindCoordinator(req) => respond!(groups::find_coordinator(shard, req, version)),
+        Request::JoinGroup(req) => {
             let client_id = header.client_id.as_ref().map(|c| c.to_string()).unwrap_or_default();
-            let resp = groups::join(shard, req, version, client_id, client_host(peer)).await;
-            frame_response(header.correlation_id, version, &resp, response_header_version)?
+            respond!(groups::join(shard, req, version, client_id, client_host(peer)).await)
         }
-        ApiKey::SyncGroup => {
-            let req = SyncGroupRequest::decode(body, version).map_err(bad)?;
-            let resp = groups::sync(shard, req).await;
-            frame_response(header.correlation_id, version, &resp, response_header_version)?
-        }
-        ApiKey::Heartbeat => {
-            let req = HeartbeatRequest::decode(body, version).map_err(bad)?;
-            let resp = groups::heartbeat(shard, req).await;
-            frame_response(header.correlation_id, version, &resp, response_header_version)?
-        }
-        ApiKey::LeaveGroup => {
-            let req = LeaveGroupRequest::decode(body, version).map_err(bad)?;
-            let resp = groups::leave(shard, req, version).await;
-            frame_response(header.correlation_id, version, &resp, response_header_version)?
-        }
-        ApiKey::OffsetCommit => {
-            let req = OffsetCommitRequest::decode(body, version).map_err(bad)?;
-            let resp = groups::commit(shard, req, version).await;
-            frame_response(header.correlation_id, version, &resp, response_header_version)?
-        }
-        ApiKey::OffsetFetch => {
-            let req = OffsetFetchRequest::decode(body, version).map_err(bad)?;
-            let resp = groups::offset_fetch(shard, req, version).await;
-            frame_response(header.correlation_id, version, &resp, response_header_version)?
-        }
-        ApiKey::DescribeGroups => {
-            let req = DescribeGroupsRequest::decode(body, version).map_err(bad)?;
-            let resp = groups::describe(shard, req).await;
-            frame_response(header.correlation_id, version, &resp, response_header_version)?
-        }
-        ApiKey::ListGroups => {
-            let req = ListGroupsRequest::decode(body, version).map_err(bad)?;
-            let resp = groups::list(shard, req).await;
-            frame_response(header.correlation_id, version, &resp, response_header_version)?
-        }
-        ApiKey::DeleteGroups => {
-            let req = DeleteGroupsRequest::decode(body, version).map_err(bad)?;
-            let resp = groups::delete(shard, req).await;
-            frame_response(header.correlation_id, version, &resp, response_header_version)?
-        }
-        ApiKey::OffsetDelete => {
-            let req = OffsetDeleteRequest::decode(body, version).map_err(bad)?;
-            let resp = groups::offset_delete(shard, req).await;
-            frame_response(header.correlation_id, version, &resp, response_header_version)?
-        }
-        other => return Err(format!("{other:?} is not served")),
+        Request::SyncGroup(req) => respond!(groups::sync(shard, req).await),
+        Request::Heartbeat(req) => respond!(groups::heartbeat(shard, req).await),
+        Request::LeaveGroup(req) => respond!(groups::leave(shard, req, version).await),
+        Request::OffsetCommit(req) => respond!(groups::commit(shard, req, version).await),
+        Request::OffsetFetch(req) => respond!(groups::offset_fetch(shard, req, version).await),
+        Request::DescribeGroups(req) => respond!(groups::describe(shard, req).await),
+        Request::ListGroups(req) => respond!(groups::list(shard, req).await),
+        Request::DeleteGroups(req) => respond!(groups::delete(shard, req).await),
+        Request::OffsetDelete(req) => respond!(groups::offset_delete(shard, req).await),
+        Request::Fetch(_) => return Err("Fetch is answered by handle_frame".into()),
     };
     Ok(Some(out))
+}
+
+/// A decoded request body, for every API the broker serves but ApiVersions.
+enum Request {
+    Metadata(MetadataRequest),
+    CreateTopics(CreateTopicsRequest),
+    DeleteTopics(DeleteTopicsRequest),
+    Produce(ProduceRequest),
+    Fetch(FetchRequest),
+    ListOffsets(ListOffsetsRequest),
+    InitProducerId(InitProducerIdRequest),
+    FindCoordinator(FindCoordinatorRequest),
+    JoinGroup(JoinGroupRequest),
+    SyncGroup(SyncGroupRequest),
+    Heartbeat(HeartbeatRequest),
+    LeaveGroup(LeaveGroupRequest),
+    OffsetCommit(OffsetCommitRequest),
+    OffsetFetch(OffsetFetchRequest),
+    DescribeGroups(DescribeGroupsRequest),
+    ListGroups(ListGroupsRequest),
+    DeleteGroups(DeleteGroupsRequest),
+    OffsetDelete(OffsetDeleteRequest),
+}
+
+/// Decodes the body after the request header: the one place that maps an
+/// API key to its request type (the handlers and the fuzz target share it).
+fn decode_body(key: ApiKey, version: i16, body: &mut Bytes) -> Result<Request, String> {
+    macro_rules! decode {
+        ($variant:ident, $ty:ty) => {
+            Request::$variant(<$ty>::decode(body, version).map_err(|e| decode_failed(key, version, e))?)
+        };
+    }
+    Ok(match key {
+        ApiKey::Metadata => decode!(Metadata, MetadataRequest),
+        ApiKey::CreateTopics => decode!(CreateTopics, CreateTopicsRequest),
+        ApiKey::DeleteTopics => decode!(DeleteTopics, DeleteTopicsRequest),
+        ApiKey::Produce => decode!(Produce, ProduceRequest),
+        ApiKey::Fetch => decode!(Fetch, FetchRequest),
+        ApiKey::ListOffsets => decode!(ListOffsets, ListOffsetsRequest),
+        ApiKey::InitProducerId => decode!(InitProducerId, InitProducerIdRequest),
+        ApiKey::FindCoordinator => decode!(FindCoordinator, FindCoordinatorRequest),
+        ApiKey::JoinGroup => decode!(JoinGroup, JoinGroupRequest),
+        ApiKey::SyncGroup => decode!(SyncGroup, SyncGroupRequest),
+        ApiKey::Heartbeat => decode!(Heartbeat, HeartbeatRequest),
+        ApiKey::LeaveGroup => decode!(LeaveGroup, LeaveGroupRequest),
+        ApiKey::OffsetCommit => decode!(OffsetCommit, OffsetCommitRequest),
+        ApiKey::OffsetFetch => decode!(OffsetFetch, OffsetFetchRequest),
+        ApiKey::DescribeGroups => decode!(DescribeGroups, DescribeGroupsRequest),
+        ApiKey::ListGroups => decode!(ListGroups, ListGroupsRequest),
+        ApiKey::DeleteGroups => decode!(DeleteGroups, DeleteGroupsRequest),
+        ApiKey::OffsetDelete => decode!(OffsetDelete, OffsetDeleteRequest),
+        other => return Err(format!("{other:?} is not served")),
+    })
 }
 
 /// Decodes one request frame (after its size prefix) the way the broker
@@ -325,40 +319,20 @@ pub fn decode_request(mut frame: Bytes) -> Result<(ApiKey, i16), String> {
         return Err(format!("{key:?} version {version} is not supported"));
     }
     RequestHeader::decode(&mut frame, key.request_header_version(version)).map_err(|e| e.to_string())?;
-    let body = &mut frame;
-    let bad = |e| decode_failed(key, version, e);
-    match key {
-        ApiKey::ApiVersions => drop(ApiVersionsRequest::decode(body, version)),
-        ApiKey::Metadata => drop(MetadataRequest::decode(body, version).map_err(bad)?),
-        ApiKey::CreateTopics => drop(CreateTopicsRequest::decode(body, version).map_err(bad)?),
-        ApiKey::DeleteTopics => drop(DeleteTopicsRequest::decode(body, version).map_err(bad)?),
-        ApiKey::ListOffsets => drop(ListOffsetsRequest::decode(body, version).map_err(bad)?),
-        ApiKey::Fetch => drop(FetchRequest::decode(body, version).map_err(bad)?),
-        ApiKey::InitProducerId => drop(InitProducerIdRequest::decode(body, version).map_err(bad)?),
-        ApiKey::FindCoordinator => drop(FindCoordinatorRequest::decode(body, version).map_err(bad)?),
-        ApiKey::JoinGroup => drop(JoinGroupRequest::decode(body, version).map_err(bad)?),
-        ApiKey::SyncGroup => drop(SyncGroupRequest::decode(body, version).map_err(bad)?),
-        ApiKey::Heartbeat => drop(HeartbeatRequest::decode(body, version).map_err(bad)?),
-        ApiKey::LeaveGroup => drop(LeaveGroupRequest::decode(body, version).map_err(bad)?),
-        ApiKey::OffsetCommit => drop(OffsetCommitRequest::decode(body, version).map_err(bad)?),
-        ApiKey::OffsetFetch => drop(OffsetFetchRequest::decode(body, version).map_err(bad)?),
-        ApiKey::DescribeGroups => drop(DescribeGroupsRequest::decode(body, version).map_err(bad)?),
-        ApiKey::ListGroups => drop(ListGroupsRequest::decode(body, version).map_err(bad)?),
-        ApiKey::DeleteGroups => drop(DeleteGroupsRequest::decode(body, version).map_err(bad)?),
-        ApiKey::OffsetDelete => drop(OffsetDeleteRequest::decode(body, version).map_err(bad)?),
-        ApiKey::Produce => {
-            let req = ProduceRequest::decode(body, version).map_err(bad)?;
-            for t in req.topic_data {
-                for p in t.partition_data {
-                    for batch in handlers::produce::split_batches(p.records.unwrap_or_default())? {
-                        crate::protocol::record_batch::check_produced_batch(&batch, limits::BATCH_BYTES_MAX)
-                            .map_err(|e| e.to_string())?;
-                        crate::protocol::record_batch::read_records(&batch)?;
-                    }
+    if key == ApiKey::ApiVersions {
+        let _ = ApiVersionsRequest::decode(&mut frame, version);
+        return Ok((key, version));
+    }
+    if let Request::Produce(req) = decode_body(key, version, &mut frame)? {
+        for t in req.topic_data {
+            for p in t.partition_data {
+                for batch in handlers::produce::split_batches(p.records.unwrap_or_default())? {
+                    crate::protocol::record_batch::check_produced_batch(&batch, limits::BATCH_BYTES_MAX)
+                        .map_err(|e| e.to_string())?;
+                    crate::protocol::record_batch::read_records(&batch)?;
                 }
             }
         }
-        other => return Err(format!("{other:?} is not served")),
     }
     Ok((key, version))
 }
