@@ -23,7 +23,7 @@ use std::{
     io::{Read, Write},
     net::TcpStream,
     path::Path,
-    process::{Child, Command, Stdio},
+    process::{Command, Stdio},
     time::{Duration, Instant},
 };
 
@@ -66,10 +66,10 @@ fn main() {
         for rep in 0..reps {
             let _ = std::fs::remove_dir_all(&base);
             std::fs::create_dir_all(&base).unwrap();
-            let broker = Process::start_broker(&base.join("shardlog"));
+            let broker = common::start_broker(BROKER, &base.join("shardlog"));
             let (commits, fetch) = bench_shardlog(keys);
             drop(broker);
-            let zookeeper = Process::start_zookeeper(&base.join("zookeeper"));
+            let zookeeper = ZooKeeper::start(&base.join("zookeeper"));
             let (zk_commits, zk_fetch) = futures_lite::future::block_on(bench_zookeeper(keys));
             drop(zookeeper);
             let q = |h: &Histogram<u64>, q: f64| h.value_at_quantile(q) as f64;
@@ -216,40 +216,13 @@ async fn connect_zookeeper() -> zk::Client {
     }
 }
 
-/// A server process killed on drop.
-struct Process(Child);
+/// ZooKeeper, started like the broker (`common::Process` kills it on drop).
+struct ZooKeeper;
 
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Process {
-    fn start_broker(dir: &Path) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_shardlog"))
-            .args(["serve", "--listen", BROKER, "--cores", "1", "--cpuset", "0"])
-            .arg("--data-dir")
-            .arg(dir)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start broker");
-        let mut out = child.stdout.take().unwrap();
-        let mut seen = Vec::new();
-        let mut b = [0u8; 256];
-        while !String::from_utf8_lossy(&seen).contains("listening") {
-            let n = out.read(&mut b).unwrap();
-            assert!(n > 0, "broker exited");
-            seen.extend_from_slice(&b[..n]);
-        }
-        Process(child)
-    }
-
+impl ZooKeeper {
     /// ZooKeeper standalone from Debian's package, pinned to core 0, with
     /// its data (and synced transaction log) under `dir`.
-    fn start_zookeeper(dir: &Path) -> Self {
+    fn start(dir: &Path) -> common::Process {
         std::fs::create_dir_all(dir).unwrap();
         // Debian's jar names its dependencies in its manifest.
         let jar = "/usr/share/java/zookeeper.jar";
@@ -266,7 +239,7 @@ impl Process {
             .stderr(Stdio::null())
             .spawn()
             .expect("start ZooKeeper (java)");
-        Process(child)
+        common::Process(child)
     }
 }
 

@@ -12,7 +12,6 @@ mod common;
 use std::{
     io::{Read, Write},
     net::{TcpListener, TcpStream},
-    process::{Child, Command, Stdio},
     time::{Duration, Instant},
 };
 
@@ -50,7 +49,7 @@ fn main() {
     for rep in 0..reps {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-data/protocol");
         let _ = std::fs::remove_dir_all(&dir);
-        let broker = start_broker(&dir);
+        let broker = common::start_broker("127.0.0.1:29092", &dir);
         let addr = "127.0.0.1:29092";
         create_topic(addr, "bench", None);
         create_topic(addr, "sealed", Some(SEALED_SEGMENT_BYTES));
@@ -142,36 +141,6 @@ fn batch() -> Bytes {
     let records: Vec<Record<'_>> =
         (0..RECORDS_PER_BATCH).map(|i| Record { key: None, value: Some(&value), timestamp_delta: i as i64 }).collect();
     Bytes::from(encode_batch(&records, 1_700_000_000_000))
-}
-
-/// The broker process, killed when dropped (also when the bench panics).
-struct BrokerProcess(Child);
-
-impl Drop for BrokerProcess {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start_broker(dir: &std::path::Path) -> BrokerProcess {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_shardlog"))
-        .args(["serve", "--listen", "127.0.0.1:29092", "--cores", "1", "--cpuset", "0"])
-        .arg("--data-dir")
-        .arg(dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start broker");
-    let mut out = child.stdout.take().unwrap();
-    let mut seen = Vec::new();
-    let mut b = [0u8; 256];
-    while !String::from_utf8_lossy(&seen).contains("listening") {
-        let n = out.read(&mut b).unwrap();
-        assert!(n > 0, "broker exited");
-        seen.extend_from_slice(&b[..n]);
-    }
-    BrokerProcess(child)
 }
 
 fn frame<Req: Encodable>(key: ApiKey, version: i16, req: &Req) -> Vec<u8> {

@@ -52,3 +52,37 @@ impl SplitMix {
         self.next() % n.max(1)
     }
 }
+
+/// A server process, killed when dropped (also when a bench panics).
+pub struct Process(pub std::process::Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `shardlog serve` with one shard pinned to core 0, listening on `listen`,
+/// once it says it is listening.
+#[allow(dead_code)]
+pub fn start_broker(listen: &str, dir: &std::path::Path) -> Process {
+    use std::io::Read;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_shardlog"))
+        .args(["serve", "--listen", listen, "--cores", "1", "--cpuset", "0"])
+        .arg("--data-dir")
+        .arg(dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start broker");
+    let mut out = child.stdout.take().unwrap();
+    let mut seen = Vec::new();
+    let mut b = [0u8; 256];
+    while !String::from_utf8_lossy(&seen).contains("listening") {
+        let n = out.read(&mut b).unwrap();
+        assert!(n > 0, "broker exited");
+        seen.extend_from_slice(&b[..n]);
+    }
+    Process(child)
+}
