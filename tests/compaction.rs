@@ -153,3 +153,43 @@ fn simulate_interrupted_swap(dir: &std::path::Path) {
     merged.extend(std::fs::read(dir.join(&logs[1])).unwrap());
     std::fs::write(dir.join(format!("{first:020}-{third:020}.swap")), merged).unwrap();
 }
+
+/// Compaction renames the cleaned file over a segment's name while a fetch
+/// may still hold the old segment: its page-cache view (opened on first use,
+/// for sendfile) must be the file it located, not whatever the name means by
+/// then. CI once saw a fetch fail with KAFKA_STORAGE_ERROR here.
+#[test]
+fn a_segments_page_cache_view_follows_its_file_not_its_name() {
+    use shardlog::storage::{file::SegmentFile, Faults};
+    use std::os::unix::fs::FileExt;
+    run(|| async {
+        let dir = common::tempdir().unwrap();
+        let path = dir.path().join("00000000000000000000.log");
+        let file = SegmentFile::create(&path, Faults::default()).await.unwrap();
+        let mut buf = file.alloc(4096);
+        buf.as_bytes_mut().fill(b'o');
+        file.write_at(buf, 0).await.unwrap();
+        file.fdatasync().await.unwrap();
+
+        // A cleaned file takes the name, as compaction's swap does.
+        let cleaned = dir.path().join("cleaned.tmp");
+        std::fs::write(&cleaned, vec![b'n'; 100]).unwrap();
+        std::fs::rename(&cleaned, &path).unwrap();
+
+        let view = file.buffered().expect("the page-cache view opens after the name moved on");
+        let mut got = vec![0u8; 4096];
+        view.read_exact_at(&mut got, 0).expect("all 4096 bytes of the original file");
+        assert!(got.iter().all(|&b| b == b'o'), "read the renamed-over file, not the segment's own");
+
+        // And after its name is removed outright (retention).
+        let gone = dir.path().join("00000000000000000001.log");
+        let file = SegmentFile::create(&gone, Faults::default()).await.unwrap();
+        let mut buf = file.alloc(4096);
+        buf.as_bytes_mut().fill(b'r');
+        file.write_at(buf, 0).await.unwrap();
+        std::fs::remove_file(&gone).unwrap();
+        let mut got = vec![0u8; 10];
+        file.buffered().expect("an unlinked segment still opens").read_exact_at(&mut got, 4000).unwrap();
+        assert_eq!(got, vec![b'r'; 10]);
+    });
+}

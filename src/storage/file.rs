@@ -137,12 +137,21 @@ impl SegmentFile {
 
     /// The file opened for page-cache reads (sealed segments only: see
     /// `storage::chunk`).
+    ///
+    /// Reopened through `/proc/self/fd` from the descriptor this file already
+    /// holds, never by path: compaction renames a cleaned file over the same
+    /// name and retention removes names, and a reader still holding this
+    /// segment must see the bytes it located, not whatever the name means now.
     pub fn buffered(&self) -> io::Result<Arc<std::fs::File>> {
+        use std::os::fd::AsRawFd;
         if let Some(f) = self.buffered.get() {
             return Ok(f.clone());
         }
-        let f = Arc::new(std::fs::File::open(&self.path)?);
-        Ok(self.buffered.get_or_init(|| f).clone())
+        let same_inode = PathBuf::from(format!("/proc/self/fd/{}", self.reader.as_raw_fd()));
+        let f = std::fs::File::open(&same_inode).map_err(|e| {
+            io::Error::new(e.kind(), format!("{}: reopen for page-cache reads: {e}", self.path.display()))
+        })?;
+        Ok(self.buffered.get_or_init(|| Arc::new(f)).clone())
     }
 
     pub async fn fdatasync(&self) -> io::Result<()> {
