@@ -4,6 +4,7 @@
 #![deny(unsafe_code)]
 #![warn(rust_2018_idioms, unused_qualifications)]
 
+pub mod bench;
 pub mod cli;
 pub mod groups;
 pub mod limits;

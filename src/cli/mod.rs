@@ -1,7 +1,7 @@
 //! The `shardlog` command line. Only this layer parses arguments, installs
 //! the logger and starts executors.
 
-mod client;
+pub(crate) mod client;
 mod groups;
 mod offsets;
 
@@ -35,6 +35,9 @@ pub enum Command {
     /// Consumer groups of a running broker.
     #[command(subcommand)]
     Groups(GroupsCommand),
+    /// Open-loop latency benchmark for any Kafka-compatible broker.
+    #[command(subcommand)]
+    Bench(crate::bench::BenchCommand),
 }
 
 #[derive(Subcommand, Debug)]
@@ -150,6 +153,7 @@ pub fn run(cli: Cli) -> i32 {
         }
         Command::Groups(GroupsCommand::List { bootstrap }) => groups::list(&bootstrap),
         Command::Groups(GroupsCommand::Describe { bootstrap, group }) => groups::describe(&bootstrap, group.as_deref()),
+        Command::Bench(cmd) => crate::bench::run(cmd),
     };
     match result {
         Ok(()) => 0,

@@ -5,6 +5,7 @@
 pub mod broker;
 pub mod members;
 pub mod offsets_schema;
+pub mod proxy;
 pub mod wire;
 
 use std::{future::Future, path::Path, rc::Rc};

@@ -1,0 +1,233 @@
+//! Talking to the broker under test before and around the run: version
+//! negotiation, topic creation, partition leaders, offsets; and the framing
+//! the load connections share. Any Kafka-compatible broker, one or many
+//! nodes: each partition's records go to its leader.
+
+use std::{
+    collections::BTreeMap,
+    io::{Read, Write},
+    net::TcpStream,
+    time::{Duration, Instant},
+};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::{
+    messages::{
+        create_topics_request::CreatableTopic, list_offsets_request::ListOffsetsPartition,
+        list_offsets_request::ListOffsetsTopic, metadata_request::MetadataRequestTopic, ApiKey, ApiVersionsRequest,
+        ApiVersionsResponse, BrokerId, CreateTopicsRequest, CreateTopicsResponse, ListOffsetsRequest,
+        ListOffsetsResponse, MetadataRequest, MetadataResponse, RequestHeader, ResponseHeader, TopicName,
+    },
+    protocol::{Decodable, Encodable, StrBytes},
+};
+
+use crate::cli::client::Client;
+
+pub const CLIENT_ID: &str = "shardlog-bench";
+
+/// The versions this tool speaks with the broker: the newest each side
+/// knows, capped where newer versions need topic ids.
+#[derive(Debug, Clone, Copy)]
+pub struct Versions {
+    pub produce: i16,
+    pub fetch: i16,
+    pub metadata: i16,
+    pub list_offsets: i16,
+    pub create_topics: i16,
+}
+
+/// Where the topic's partitions live.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    pub versions: Versions,
+    /// Leader node → its address.
+    pub brokers: BTreeMap<i32, String>,
+    /// Partition → leader node.
+    pub leaders: BTreeMap<i32, i32>,
+}
+
+impl Layout {
+    /// Partitions grouped by leader address.
+    pub fn by_leader(&self) -> BTreeMap<String, Vec<i32>> {
+        let mut out: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+        for (&p, node) in &self.leaders {
+            out.entry(self.brokers[node].clone()).or_default().push(p);
+        }
+        out
+    }
+}
+
+fn pick(resp: &ApiVersionsResponse, key: ApiKey, ours: std::ops::RangeInclusive<i16>) -> Result<i16, String> {
+    let theirs = resp.api_keys.iter().find(|k| k.api_key == key as i16);
+    let Some(theirs) = theirs else { return Err(format!("the broker does not offer {key:?}")) };
+    let top = theirs.max_version.min(*ours.end());
+    if top < *ours.start() || top < theirs.min_version {
+        return Err(format!(
+            "no common {key:?} version: the broker offers {}..={}, this tool speaks {}..={}",
+            theirs.min_version,
+            theirs.max_version,
+            ours.start(),
+            ours.end()
+        ));
+    }
+    Ok(top)
+}
+
+pub fn negotiate(client: &mut Client) -> Result<Versions, String> {
+    let resp: ApiVersionsResponse = client.call(ApiKey::ApiVersions, 0, &ApiVersionsRequest::default())?;
+    if resp.error_code != 0 {
+        return Err(format!("ApiVersions failed with error {}", resp.error_code));
+    }
+    Ok(Versions {
+        produce: pick(&resp, ApiKey::Produce, 3..=9)?,
+        fetch: pick(&resp, ApiKey::Fetch, 4..=12)?,
+        metadata: pick(&resp, ApiKey::Metadata, 1..=12)?,
+        list_offsets: pick(&resp, ApiKey::ListOffsets, 1..=7)?,
+        create_topics: pick(&resp, ApiKey::CreateTopics, 2..=7)?,
+    })
+}
+
+fn topic_name(name: &str) -> TopicName {
+    TopicName(StrBytes::from_string(name.to_string()))
+}
+
+/// Creates `topic` with `partitions` if it is missing, waits until every
+/// partition has a leader, and returns where they are. An existing topic
+/// with a different partition count is an error, not silently used.
+pub fn prepare_topic(bootstrap: &str, topic: &str, partitions: i32, replication: i16) -> Result<Layout, String> {
+    let mut client = Client::connect(bootstrap)?;
+    let versions = negotiate(&mut client)?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut created = false;
+    loop {
+        let mut req = MetadataRequest::default();
+        let mut t = MetadataRequestTopic::default();
+        t.name = Some(topic_name(topic));
+        req.topics = Some(vec![t]);
+        req.allow_auto_topic_creation = false;
+        let resp: MetadataResponse = client.call(ApiKey::Metadata, versions.metadata, &req)?;
+        let brokers: BTreeMap<i32, String> =
+            resp.brokers.iter().map(|b| (b.node_id.0, format!("{}:{}", b.host.as_str(), b.port))).collect();
+        let t = resp.topics.first().ok_or("Metadata answered without the topic")?;
+        match t.error_code {
+            0 => {
+                let have = t.partitions.len() as i32;
+                if have != partitions {
+                    return Err(format!("topic {topic} exists with {have} partitions, not the {partitions} asked for"));
+                }
+                let leaders: BTreeMap<i32, i32> =
+                    t.partitions.iter().map(|p| (p.partition_index, p.leader_id.0)).collect();
+                if leaders.values().all(|l| brokers.contains_key(l)) {
+                    return Ok(Layout { versions, brokers, leaders });
+                }
+            }
+            3 if !created => {
+                create_topic(&mut client, versions, topic, partitions, replication)?;
+                created = true;
+            }
+            3 | 5 => {} // not yet visible, or leaders being elected
+            code => return Err(format!("Metadata for topic {topic}: error {code}")),
+        }
+        if Instant::now() > deadline {
+            return Err(format!("topic {topic}: partitions without a reachable leader after 30 s"));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn create_topic(
+    client: &mut Client,
+    versions: Versions,
+    topic: &str,
+    partitions: i32,
+    replication: i16,
+) -> Result<(), String> {
+    let mut t = CreatableTopic::default();
+    t.name = topic_name(topic);
+    t.num_partitions = partitions;
+    t.replication_factor = replication;
+    let mut req = CreateTopicsRequest::default();
+    req.topics = vec![t];
+    req.timeout_ms = 30_000;
+    let resp: CreateTopicsResponse = client.call(ApiKey::CreateTopics, versions.create_topics, &req)?;
+    match resp.topics.first().map(|t| t.error_code) {
+        Some(0) | Some(36) => Ok(()), // created, or someone else just did
+        Some(code) => Err(format!("CreateTopics {topic} ({partitions} partitions): error {code}")),
+        None => Err(format!("CreateTopics {topic}: no answer for the topic")),
+    }
+}
+
+/// The latest (`-1`) or earliest (`-2`) offset of each partition.
+pub fn offsets(layout: &Layout, topic: &str, which: i64) -> Result<BTreeMap<i32, i64>, String> {
+    let mut out = BTreeMap::new();
+    for (addr, partitions) in layout.by_leader() {
+        let mut client = Client::connect(&addr)?;
+        let mut t = ListOffsetsTopic::default();
+        t.name = topic_name(topic);
+        t.partitions = partitions
+            .iter()
+            .map(|&p| {
+                let mut lp = ListOffsetsPartition::default();
+                lp.partition_index = p;
+                lp.timestamp = which;
+                lp
+            })
+            .collect();
+        let mut req = ListOffsetsRequest::default();
+        req.replica_id = BrokerId(-1);
+        req.topics = vec![t];
+        let resp: ListOffsetsResponse = client.call(ApiKey::ListOffsets, layout.versions.list_offsets, &req)?;
+        for t in resp.topics {
+            for p in t.partitions {
+                if p.error_code != 0 {
+                    return Err(format!("ListOffsets {topic}-{}: error {}", p.partition_index, p.error_code));
+                }
+                out.insert(p.partition_index, p.offset);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// One request frame: size, header, body.
+pub fn frame<R: Encodable>(key: ApiKey, version: i16, correlation: i32, request: &R) -> Result<BytesMut, String> {
+    let mut header = RequestHeader::default();
+    header.request_api_key = key as i16;
+    header.request_api_version = version;
+    header.correlation_id = correlation;
+    header.client_id = Some(StrBytes::from_static_str(CLIENT_ID));
+    let mut out = BytesMut::with_capacity(256);
+    out.put_i32(0);
+    header.encode(&mut out, key.request_header_version(version)).map_err(|e| format!("{key:?} header: {e}"))?;
+    request.encode(&mut out, version).map_err(|e| format!("{key:?} v{version}: {e}"))?;
+    let len = (out.len() - 4) as i32;
+    out[0..4].copy_from_slice(&len.to_be_bytes());
+    Ok(out)
+}
+
+pub fn write_frame(stream: &mut TcpStream, frame: &[u8]) -> std::io::Result<()> {
+    stream.write_all(frame)
+}
+
+/// Reads one response frame and decodes it; returns its correlation id.
+pub fn read_response<R: Decodable>(stream: &mut TcpStream, key: ApiKey, version: i16) -> Result<(i32, R), String> {
+    let mut len = [0u8; 4];
+    stream.read_exact(&mut len).map_err(|e| format!("reading a {key:?} answer: {e}"))?;
+    let len = i32::from_be_bytes(len);
+    if !(0..=256 << 20).contains(&len) {
+        return Err(format!("a {key:?} answer claims {len} bytes"));
+    }
+    let mut buf = vec![0u8; len as usize];
+    stream.read_exact(&mut buf).map_err(|e| format!("reading a {key:?} answer: {e}"))?;
+    let mut bytes = Bytes::from(buf);
+    let header = ResponseHeader::decode(&mut bytes, key.response_header_version(version))
+        .map_err(|e| format!("{key:?} answer header: {e}"))?;
+    let body = R::decode(&mut bytes, version).map_err(|e| format!("{key:?} v{version} answer: {e}"))?;
+    Ok((header.correlation_id, body))
+}
+
+pub fn connect(addr: &str) -> Result<TcpStream, String> {
+    let stream = TcpStream::connect(addr).map_err(|e| format!("cannot connect to {addr}: {e}"))?;
+    stream.set_nodelay(true).map_err(|e| format!("{addr}: {e}"))?;
+    Ok(stream)
+}

@@ -1,0 +1,322 @@
+//! The consuming side: one fetching thread per partition leader, reading
+//! every partition from a start offset, timing each record from its
+//! intended send time (end to end) and checking that every record arrives
+//! once and in order.
+
+use std::{
+    collections::BTreeMap,
+    net::TcpStream,
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc, Mutex,
+    },
+    time::Instant,
+};
+
+use kafka_protocol::{
+    messages::{
+        fetch_request::{FetchPartition, FetchTopic},
+        ApiKey, BrokerId, FetchRequest, FetchResponse, TopicName,
+    },
+    protocol::StrBytes,
+};
+
+use super::{
+    cluster::{self, Layout},
+    measure::{record, Arrival, ConsumeCounts},
+    payload::Stamp,
+    produce::pin,
+    Clock,
+};
+use crate::protocol::record_batch::{read_records, BatchHeader};
+
+/// How records are checked.
+#[derive(Debug, Clone, Copy)]
+pub enum Check {
+    /// e2e: this run's stamps, per (stream, partition) sequence numbers.
+    Stamps { run: u32 },
+    /// consume: offsets, each once and in order, up to the end offsets.
+    Offsets,
+}
+
+pub struct Reader {
+    pub addr: String,
+    pub counts: Mutex<ConsumeCounts>,
+    positions: Mutex<BTreeMap<i32, i64>>,
+}
+
+pub struct ConsumeRun {
+    pub readers: Vec<Arc<Reader>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+    stop: Arc<AtomicBool>,
+    end: Option<BTreeMap<i32, i64>>,
+}
+
+impl ConsumeRun {
+    pub fn counts(&self) -> ConsumeCounts {
+        let mut total = ConsumeCounts::default();
+        for r in &self.readers {
+            merge(&mut total, &r.counts.lock().expect("counts lock"));
+        }
+        total
+    }
+
+    /// For `consume`: every partition read up to its end offset.
+    pub fn caught_up(&self) -> bool {
+        let Some(end) = &self.end else { return false };
+        self.readers.iter().all(|r| {
+            r.positions.lock().expect("positions lock").iter().all(|(p, pos)| *pos >= end.get(p).copied().unwrap_or(0))
+        })
+    }
+
+    pub fn failed(&self) -> bool {
+        self.readers.iter().any(|r| !r.counts.lock().expect("counts lock").failures.is_empty())
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.threads.iter().all(|t| t.is_finished())
+    }
+
+    pub fn stop(self) -> ConsumeCounts {
+        self.stop.store(true, Ordering::SeqCst);
+        for t in self.threads {
+            let _ = t.join();
+        }
+        let mut total = ConsumeCounts::default();
+        for r in &self.readers {
+            merge(&mut total, &r.counts.lock().expect("counts lock"));
+        }
+        total
+    }
+}
+
+fn merge(total: &mut ConsumeCounts, c: &ConsumeCounts) {
+    total.latency.add(&c.latency).expect("same bounds");
+    total.fetch.add(&c.fetch).expect("same bounds");
+    total.so_far.add(&c.so_far).expect("same bounds");
+    total.received += c.received;
+    total.received_bytes += c.received_bytes;
+    total.measured += c.measured;
+    total.measured_bytes += c.measured_bytes;
+    total.duplicated += c.duplicated;
+    total.reordered += c.reordered;
+    total.foreign += c.foreign;
+    total.failures.extend(c.failures.iter().cloned());
+    for (k, a) in &c.streams {
+        total.streams.insert(*k, a.clone());
+    }
+}
+
+/// Starts reading `topic` from `start` (partition → offset), up to `end`
+/// when given.
+pub fn start(
+    topic: &str,
+    layout: &Layout,
+    start: BTreeMap<i32, i64>,
+    end: Option<BTreeMap<i32, i64>>,
+    check: Check,
+    partition_max_bytes: i32,
+    clock: Clock,
+    core: Option<usize>,
+) -> Result<ConsumeRun, String> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut readers = Vec::new();
+    let mut threads = Vec::new();
+    for (addr, partitions) in layout.by_leader() {
+        let stream = cluster::connect(&addr)?;
+        let positions: BTreeMap<i32, i64> =
+            partitions.iter().map(|p| (*p, start.get(p).copied().unwrap_or(0))).collect();
+        let reader = Arc::new(Reader {
+            addr: addr.clone(),
+            counts: Mutex::new(ConsumeCounts::default()),
+            positions: Mutex::new(positions),
+        });
+        let fetcher = Fetcher {
+            reader: reader.clone(),
+            stream,
+            topic: TopicName(StrBytes::from_string(topic.to_string())),
+            version: layout.versions.fetch,
+            check,
+            partition_max_bytes,
+            clock,
+            stop: stop.clone(),
+            end: end.clone(),
+            last_offset: BTreeMap::new(),
+        };
+        threads.push(
+            std::thread::Builder::new()
+                .name("bench-fetch".into())
+                .spawn(move || {
+                    pin(core);
+                    fetcher.run()
+                })
+                .map_err(|e| e.to_string())?,
+        );
+        readers.push(reader);
+    }
+    Ok(ConsumeRun { readers, threads, stop, end })
+}
+
+struct Fetcher {
+    reader: Arc<Reader>,
+    stream: TcpStream,
+    topic: TopicName,
+    version: i16,
+    check: Check,
+    partition_max_bytes: i32,
+    clock: Clock,
+    stop: Arc<AtomicBool>,
+    end: Option<BTreeMap<i32, i64>>,
+    /// Offsets check: the last offset seen per partition.
+    last_offset: BTreeMap<i32, i64>,
+}
+
+impl Fetcher {
+    fn run(mut self) {
+        if let Err(e) = self.run_inner() {
+            self.reader.counts.lock().expect("counts lock").failures.push(format!("{}: {e}", self.reader.addr));
+        }
+    }
+
+    fn run_inner(&mut self) -> Result<(), String> {
+        let mut correlation = 0i32;
+        while !self.stop.load(Ordering::SeqCst) {
+            let positions = self.reader.positions.lock().expect("positions lock").clone();
+            let wanted: Vec<(i32, i64)> = positions
+                .iter()
+                .filter(|(p, pos)| self.end.as_ref().is_none_or(|e| **pos < e.get(p).copied().unwrap_or(0)))
+                .map(|(p, pos)| (*p, *pos))
+                .collect();
+            if wanted.is_empty() {
+                return Ok(()); // read to the end
+            }
+            let mut topic = FetchTopic::default();
+            topic.topic = self.topic.clone();
+            topic.partitions = wanted
+                .iter()
+                .map(|&(p, offset)| {
+                    let mut fp = FetchPartition::default();
+                    fp.partition = p;
+                    fp.fetch_offset = offset;
+                    fp.partition_max_bytes = self.partition_max_bytes;
+                    fp.current_leader_epoch = -1;
+                    fp.log_start_offset = -1;
+                    fp
+                })
+                .collect();
+            let mut req = FetchRequest::default();
+            req.replica_id = BrokerId(-1);
+            req.max_wait_ms = 100;
+            req.min_bytes = 1;
+            req.max_bytes = 50 << 20;
+            req.session_epoch = -1;
+            req.topics = vec![topic];
+            correlation = correlation.wrapping_add(1);
+            let frame = cluster::frame(ApiKey::Fetch, self.version, correlation, &req)?;
+            let asked = Instant::now();
+            cluster::write_frame(&mut self.stream, &frame).map_err(|e| format!("sending a fetch: {e}"))?;
+            let (got, resp): (i32, FetchResponse) =
+                cluster::read_response(&mut self.stream, ApiKey::Fetch, self.version)?;
+            let at = Instant::now();
+            if got != correlation {
+                return Err(format!("fetch answer {got} where {correlation} was due"));
+            }
+            if resp.error_code != 0 {
+                return Err(format!("fetch failed with error {}", resp.error_code));
+            }
+            let now_ns = self.clock.wall_ns(at);
+            let mut advanced = Vec::new();
+            {
+                let reader = self.reader.clone();
+                let mut c = reader.counts.lock().expect("counts lock");
+                record(&mut c.fetch, (at - asked).as_micros() as u64, 1);
+                for t in &resp.responses {
+                    for p in &t.partitions {
+                        if p.error_code != 0 {
+                            return Err(format!(
+                                "fetch {}-{}: error {}",
+                                self.topic.0.as_str(),
+                                p.partition_index,
+                                p.error_code
+                            ));
+                        }
+                        let from = positions.get(&p.partition_index).copied().unwrap_or(0);
+                        let records = p.records.as_deref().unwrap_or(&[]);
+                        let next = self.take(&mut c, p.partition_index, from, records, now_ns)?;
+                        if next > from {
+                            advanced.push((p.partition_index, next));
+                        }
+                    }
+                }
+            }
+            let mut positions = self.reader.positions.lock().expect("positions lock");
+            for (p, next) in advanced {
+                positions.insert(p, next);
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks and times the records of one partition's fetched bytes;
+    /// returns the next offset to fetch.
+    fn take(
+        &mut self,
+        c: &mut ConsumeCounts,
+        partition: i32,
+        from: i64,
+        mut bytes: &[u8],
+        now_ns: i64,
+    ) -> Result<i64, String> {
+        let mut next = from;
+        let where_ = |offset: i64| format!("{}-{partition} at offset {offset}", self.topic.0.as_str());
+        while bytes.len() >= crate::protocol::record_batch::HEADER_BYTES {
+            let Ok(h) = BatchHeader::parse(bytes, usize::MAX) else { break };
+            if h.total_bytes() > bytes.len() {
+                break; // cut short by max bytes: fetch it whole next time
+            }
+            let batch = &bytes[..h.total_bytes()];
+            bytes = &bytes[h.total_bytes()..];
+            if h.last_offset() < next {
+                continue;
+            }
+            let records = read_records(batch).map_err(|e| format!("{}: {e}", where_(h.base_offset)))?;
+            for r in records {
+                if r.offset < next {
+                    continue;
+                }
+                let size = r.value.map_or(0, <[u8]>::len) as u64;
+                c.received += 1;
+                c.received_bytes += size;
+                match self.check {
+                    Check::Offsets => {
+                        let last = self.last_offset.insert(partition, r.offset);
+                        if last.is_some_and(|l| r.offset <= l) {
+                            c.duplicated += 1;
+                        }
+                        c.measured += 1;
+                        c.measured_bytes += size;
+                    }
+                    Check::Stamps { run } => match r.value.and_then(Stamp::read) {
+                        Some(s) if s.run == run => {
+                            match c.streams.entry((s.stream, partition)).or_default().see(s.seq) {
+                                Arrival::InOrder => {}
+                                Arrival::Early | Arrival::Late => c.reordered += 1,
+                                Arrival::Duplicate => c.duplicated += 1,
+                            }
+                            let latency = ((now_ns - s.intended_ns).max(0) / 1000) as u64;
+                            record(&mut c.so_far, latency, 1);
+                            if s.intended_ns >= self.clock.measure_from_ns() {
+                                record(&mut c.latency, latency, 1);
+                                c.measured += 1;
+                                c.measured_bytes += size;
+                            }
+                        }
+                        _ => c.foreign += 1,
+                    },
+                }
+            }
+            next = h.last_offset() + 1;
+        }
+        Ok(next)
+    }
+}

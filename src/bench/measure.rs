@@ -1,0 +1,187 @@
+//! What a run measured: histograms and counts, shared between the threads
+//! that record them and the one that prints progress.
+
+use std::collections::BTreeMap;
+
+use hdrhistogram::Histogram;
+
+/// Latencies are recorded in microseconds, 1 µs to 1 hour, 3 significant
+/// digits.
+pub fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid histogram bounds")
+}
+
+pub fn record(h: &mut Histogram<u64>, micros: u64, count: u64) {
+    h.saturating_record_n(micros.max(1), count);
+}
+
+/// Records of one produce connection (or one rdkafka producer).
+#[derive(Debug)]
+pub struct ProduceCounts {
+    /// Intended send → acknowledgement, measured records only.
+    pub latency: Histogram<u64>,
+    /// Actual send → acknowledgement, measured records only.
+    pub service: Histogram<u64>,
+    /// Corrected latency of every record so far, warm-up included (progress).
+    pub so_far: Histogram<u64>,
+    pub sent: u64,
+    pub acked: u64,
+    pub acked_bytes: u64,
+    /// Acknowledged records whose intended time fell in the measured window.
+    pub measured: u64,
+    pub measured_bytes: u64,
+    /// When the last measured record was acknowledged, seconds since the
+    /// measured window opened.
+    pub last_measured_ack: f64,
+    /// Error code → records refused with it.
+    pub errors: BTreeMap<i16, u64>,
+    pub failures: Vec<String>,
+    /// (stream, partition) → records acknowledged (sequence numbers 0..n).
+    pub acked_by_stream: BTreeMap<(u32, i32), u64>,
+}
+
+impl Default for ProduceCounts {
+    fn default() -> Self {
+        Self {
+            latency: histogram(),
+            service: histogram(),
+            so_far: histogram(),
+            sent: 0,
+            acked: 0,
+            acked_bytes: 0,
+            measured: 0,
+            measured_bytes: 0,
+            last_measured_ack: 0.0,
+            errors: BTreeMap::new(),
+            failures: Vec::new(),
+            acked_by_stream: BTreeMap::new(),
+        }
+    }
+}
+
+impl ProduceCounts {
+    pub fn merge(&mut self, other: &ProduceCounts) {
+        self.latency.add(&other.latency).expect("same bounds");
+        self.service.add(&other.service).expect("same bounds");
+        self.so_far.add(&other.so_far).expect("same bounds");
+        self.sent += other.sent;
+        self.acked += other.acked;
+        self.acked_bytes += other.acked_bytes;
+        self.measured += other.measured;
+        self.measured_bytes += other.measured_bytes;
+        self.last_measured_ack = self.last_measured_ack.max(other.last_measured_ack);
+        for (code, n) in &other.errors {
+            *self.errors.entry(*code).or_default() += n;
+        }
+        self.failures.extend(other.failures.iter().cloned());
+        for (k, n) in &other.acked_by_stream {
+            *self.acked_by_stream.entry(*k).or_default() += n;
+        }
+    }
+}
+
+/// What consumers saw, checked record by record.
+#[derive(Debug)]
+pub struct ConsumeCounts {
+    /// Intended send → receipt (e2e), measured records only.
+    pub latency: Histogram<u64>,
+    /// Fetch request → response.
+    pub fetch: Histogram<u64>,
+    pub so_far: Histogram<u64>,
+    pub received: u64,
+    pub received_bytes: u64,
+    pub measured: u64,
+    pub measured_bytes: u64,
+    pub duplicated: u64,
+    pub reordered: u64,
+    /// Records without this run's stamp (other writers, earlier runs).
+    pub foreign: u64,
+    pub failures: Vec<String>,
+    /// (stream, partition) → what arrived.
+    pub streams: BTreeMap<(u32, i32), Arrivals>,
+}
+
+impl Default for ConsumeCounts {
+    fn default() -> Self {
+        Self {
+            latency: histogram(),
+            fetch: histogram(),
+            so_far: histogram(),
+            received: 0,
+            received_bytes: 0,
+            measured: 0,
+            measured_bytes: 0,
+            duplicated: 0,
+            reordered: 0,
+            foreign: 0,
+            failures: Vec::new(),
+            streams: BTreeMap::new(),
+        }
+    }
+}
+
+/// The sequence numbers seen from one (stream, partition): everything
+/// below `next` except `missing`.
+#[derive(Debug, Default, Clone)]
+pub struct Arrivals {
+    pub next: u64,
+    pub missing: std::collections::BTreeSet<u64>,
+}
+
+/// What a sequence number turned out to be.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Arrival {
+    InOrder,
+    /// Ahead of the next expected: the ones between are missing so far.
+    Early,
+    /// A missing one, late.
+    Late,
+    Duplicate,
+}
+
+impl Arrivals {
+    /// Gaps longer than this are not tracked one by one; the records in them
+    /// count as lost unless they arrive in the tracked part.
+    const MAX_TRACKED_GAP: u64 = 1 << 20;
+
+    pub fn see(&mut self, seq: u64) -> Arrival {
+        if seq == self.next {
+            self.next += 1;
+            Arrival::InOrder
+        } else if seq > self.next {
+            let from = self.next.max(seq.saturating_sub(Self::MAX_TRACKED_GAP));
+            self.missing.extend(from..seq);
+            self.next = seq + 1;
+            Arrival::Early
+        } else if self.missing.remove(&seq) {
+            Arrival::Late
+        } else {
+            Arrival::Duplicate
+        }
+    }
+
+    /// How many of the sequence numbers `0..n` were seen.
+    pub fn seen_below(&self, n: u64) -> u64 {
+        n.min(self.next) - self.missing.range(..n).count() as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arrivals_tell_order_gaps_late_and_duplicates_apart() {
+        let mut a = Arrivals::default();
+        assert_eq!(a.see(0), Arrival::InOrder);
+        assert_eq!(a.see(1), Arrival::InOrder);
+        assert_eq!(a.see(4), Arrival::Early);
+        assert_eq!(a.seen_below(5), 3);
+        assert_eq!(a.see(2), Arrival::Late);
+        assert_eq!(a.see(2), Arrival::Duplicate);
+        assert_eq!(a.see(1), Arrival::Duplicate);
+        assert_eq!(a.seen_below(5), 4);
+        assert_eq!(a.seen_below(3), 3);
+        assert_eq!(a.seen_below(10), 4);
+    }
+}

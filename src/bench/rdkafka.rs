@@ -1,0 +1,179 @@
+//! The same produce workload through librdkafka (`--client rdkafka`): the
+//! same schedule, partitions, record stamps and accounting, so the native
+//! generator can be compared with a client users already trust, and shown
+//! not to be the bottleneck.
+//!
+//! librdkafka does not tell when a record left in a request, so its
+//! "service time" is enqueue → delivery report.
+
+use std::{
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use rdkafka::{
+    config::ClientConfig,
+    error::{KafkaError, RDKafkaErrorCode},
+    producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer},
+    ClientContext,
+};
+
+use super::{
+    measure::ProduceCounts,
+    payload::{key_text, partition_for_key, Pending, Stamp, STAMP_BYTES},
+    produce::{acknowledge, pin},
+    schedule::{Schedule, SplitMix},
+    Clock, Outcome, Workload,
+};
+
+struct Sent {
+    record: Pending,
+    partition: i32,
+    enqueued: Instant,
+    bytes: usize,
+}
+
+struct Context {
+    counts: Arc<Mutex<ProduceCounts>>,
+    clock: Clock,
+}
+
+impl ClientContext for Context {}
+
+impl ProducerContext for Context {
+    type DeliveryOpaque = Box<Sent>;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, sent: Box<Sent>) {
+        let at = Instant::now();
+        let mut c = self.counts.lock().expect("counts lock");
+        match result {
+            Ok(_) => acknowledge(&mut c, self.clock, 0, sent.partition, &[sent.record], sent.bytes, sent.enqueued, at),
+            Err((e, _)) => {
+                let code = match e {
+                    KafkaError::MessageProduction(code) => *code as i16,
+                    _ => -1,
+                };
+                *c.errors.entry(code).or_default() += 1;
+                if c.failures.len() < 10 {
+                    c.failures.push(format!("librdkafka: {e}"));
+                }
+            }
+        }
+    }
+}
+
+pub fn run(w: &Workload, bootstrap: &str) -> Result<Outcome, String> {
+    let counts = Arc::new(Mutex::new(ProduceCounts::default()));
+    let start = Instant::now() + Duration::from_millis(500);
+    let clock = Clock::new(start, w.warmup);
+    let acks = if w.acks == -1 { "all".to_string() } else { w.acks.to_string() };
+    let producer: ThreadedProducer<Context> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("client.id", "shardlog-bench-rdkafka")
+        .set("acks", &acks)
+        .set("linger.ms", format!("{}", w.linger.as_secs_f64() * 1000.0))
+        .set("batch.size", w.batch_bytes.to_string())
+        .set("message.max.bytes", (w.batch_bytes + 64 * 1024).max(1_000_000).to_string())
+        .set("max.in.flight.requests.per.connection", w.max_in_flight.to_string())
+        .set("enable.idempotence", "false")
+        .set("compression.codec", "none")
+        .set("queue.buffering.max.messages", "10000000")
+        .set("queue.buffering.max.kbytes", "2097151")
+        .create_with_context(Context { counts: counts.clone(), clock })
+        .map_err(|e| format!("librdkafka producer for {bootstrap}: {e}"))?;
+    pin(w.cores.first().copied());
+
+    let mut template = vec![0u8; w.record_size];
+    let mut rng = SplitMix::new(0x5eed);
+    template.iter_mut().for_each(|b| *b = rng.next_u64() as u8);
+    let length = w.warmup + w.duration;
+    let end = start + length;
+    let mut schedule =
+        (w.rate > 0.0).then(|| Schedule::new(start, w.rate, length, 0.0, w.poisson.then_some(u64::from(w.run))));
+    let mut seqs = vec![0u64; w.partitions as usize];
+    let (mut next, mut next_key) = (0usize, 0u64);
+    let topic = w.topic.clone();
+    let mut progress = super::report::Progress::new();
+    let mut last_tick = Instant::now();
+    let total = length.as_secs_f64();
+    while Instant::now() < start {
+        std::hint::spin_loop();
+    }
+    loop {
+        let now = Instant::now();
+        let intended = match &mut schedule {
+            Some(s) => match s.peek() {
+                None => break,
+                Some(t) if t > now => {
+                    let gap = t - now;
+                    if gap > Duration::from_micros(200) {
+                        std::thread::sleep(gap - Duration::from_micros(100));
+                    }
+                    continue;
+                }
+                Some(t) => {
+                    s.advance();
+                    t
+                }
+            },
+            None if now >= end => break,
+            None => now,
+        };
+        let (partition, key) = match w.keys {
+            Some(n) => {
+                let k = next_key % n.max(1);
+                next_key += 1;
+                (partition_for_key(key_text(k).as_bytes(), w.partitions), Some(k))
+            }
+            None => {
+                next += 1;
+                ((next - 1) as i32 % w.partitions, None)
+            }
+        };
+        let seq = seqs[partition as usize];
+        seqs[partition as usize] += 1;
+        let record = Pending { intended, intended_ns: clock.wall_ns(intended), seq, key };
+        Stamp { run: w.run, stream: 0, seq, intended_ns: record.intended_ns }.write(&mut template[..STAMP_BYTES]);
+        let key_bytes = key.map(key_text);
+        let mut opaque = Box::new(Sent { record, partition, enqueued: Instant::now(), bytes: w.record_size });
+        loop {
+            let mut r = BaseRecord::<str, [u8], Box<Sent>>::with_opaque_to(&topic, opaque)
+                .partition(partition)
+                .payload(&template[..]);
+            if let Some(k) = &key_bytes {
+                r = r.key(k.as_str());
+            }
+            match producer.send(r) {
+                Ok(()) => break,
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                    opaque = back.delivery_opaque;
+                    std::thread::sleep(Duration::from_micros(100));
+                }
+                Err((e, _)) => return Err(format!("librdkafka refused a record for {topic}-{partition}: {e}")),
+            }
+        }
+        counts.lock().expect("counts lock").sent += 1;
+        if last_tick.elapsed() >= Duration::from_secs(1) {
+            last_tick = Instant::now();
+            let c = counts.lock().expect("counts lock");
+            let note = if Instant::now() < clock.measure_from { "(warm-up)" } else { "" };
+            let done = Instant::now().saturating_duration_since(start).as_secs_f64();
+            progress.tick(
+                "rdkafka produce",
+                done,
+                total,
+                c.acked,
+                c.acked_bytes,
+                Some(c.so_far.value_at_quantile(0.99)),
+                note,
+            );
+        }
+    }
+    progress.finish();
+    if let Err(e) = producer.flush(Duration::from_secs(30)) {
+        counts.lock().expect("counts lock").failures.push(format!("librdkafka flush: {e}"));
+    }
+    drop(producer);
+    let produce = std::mem::take(&mut *counts.lock().expect("counts lock"));
+    Ok(Outcome { produce, consume: None, window: w.duration, service_label: "service (enqueue→ack)" })
+}

@@ -1,0 +1,202 @@
+//! `shardlog bench` against a live broker, through the real binary: a
+//! fixed-rate run reaches its rate and validates delivery, and a broker
+//! that stalls once is caught by the corrected latency while the service
+//! time hides it — the coordinated-omission correction at work.
+
+mod common;
+
+use std::{net::TcpListener, path::Path, process::Command, time::Duration};
+
+use common::{broker::Broker, proxy::StallingProxy};
+use serde_json::Value;
+
+fn bench(args: &[&str], out: &Path) -> (bool, Value, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_shardlog"))
+        .arg("bench")
+        .args(args)
+        .arg("--output")
+        .arg(out)
+        .args(["--name", "run"])
+        .output()
+        .expect("run shardlog bench");
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let text = std::fs::read_to_string(out.join("run.json"))
+        .unwrap_or_else(|e| panic!("no result file ({e}); stdout: {stdout}\nstderr: {stderr}"));
+    let json: Value = serde_json::from_str(&text).expect("the result is JSON");
+    (output.status.success(), json, format!("{stdout}\n{stderr}"))
+}
+
+fn f(v: &Value, path: &[&str]) -> f64 {
+    let mut v = v;
+    for k in path {
+        v = &v[k];
+    }
+    v.as_f64().unwrap_or_else(|| panic!("{path:?} is not a number in {v}"))
+}
+
+#[test]
+fn a_fixed_rate_e2e_run_reaches_its_rate_and_validates_every_record() {
+    let dir = common::tempdir().unwrap();
+    let broker = Broker::start(&dir.path().join("data"), 1);
+    let out = dir.path().join("out");
+    let rate = 4000.0;
+    let (ok, json, log) = bench(
+        &[
+            "e2e",
+            "--bootstrap",
+            &broker.bootstrap(),
+            "--topic",
+            "fixed-rate",
+            "--partitions",
+            "8",
+            "--rate",
+            "4000",
+            "--record-size",
+            "100",
+            "--duration",
+            "4s",
+            "--warmup",
+            "1s",
+        ],
+        &out,
+    );
+    assert!(ok, "bench failed: {log}");
+    assert_eq!(json["status"], "ok", "{log}");
+    // 5 s at 4000/s, evenly spaced from a phase of 0: 20000 intended sends.
+    let sent = f(&json, &["sent"]);
+    assert_eq!(sent, 20_000.0, "{log}");
+    assert_eq!(f(&json, &["acknowledged"]), sent);
+    assert_eq!(f(&json, &["received"]), sent, "every record back through Fetch");
+    assert_eq!(f(&json, &["lost"]), 0.0);
+    assert_eq!(f(&json, &["duplicated"]), 0.0);
+    assert_eq!(f(&json, &["out_of_order"]), 0.0);
+    let achieved = f(&json, &["throughput", "msgs_per_s"]);
+    assert!((achieved - rate).abs() <= 0.05 * rate, "achieved {achieved} msg/s for {rate} asked: {log}");
+    // The broker agrees on how many records it holds.
+    let end: f64 = (0..8).map(|p| partition_end(&broker, "fixed-rate", p) as f64).sum();
+    assert_eq!(end, sent, "records in the topic");
+    // The measured window (4 s of 5) went into the histograms.
+    assert_eq!(f(&json, &["latency_ms", "count"]), 16_000.0);
+    assert_eq!(f(&json, &["e2e_latency_ms", "count"]), 16_000.0);
+    let hist = json["histograms"]["latency"].as_str().unwrap();
+    let decoded = shardlog::bench::report::decode(hist).expect("HdrHistogram encoded form");
+    assert_eq!(decoded.len(), 16_000);
+    assert!(json["machine"]["cpu"].is_string() && json["commit"].is_string());
+    let svg = std::fs::read_to_string(out.join("run.svg")).expect("a percentile plot");
+    assert!(svg.starts_with("<svg") && svg.contains("99.9%"), "nines axis labels in the plot");
+}
+
+/// The topic's high watermark for one partition, read with the test's own
+/// wire code.
+fn partition_end(broker: &Broker, topic: &str, partition: i32) -> i64 {
+    use kafka_protocol::messages::{
+        list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic},
+        ApiKey, BrokerId, ListOffsetsRequest, ListOffsetsResponse, TopicName,
+    };
+    let mut w = common::wire::Wire::connect(&broker.bootstrap());
+    let mut p = ListOffsetsPartition::default();
+    p.partition_index = partition;
+    p.timestamp = -1;
+    let mut t = ListOffsetsTopic::default();
+    t.name = TopicName(kafka_protocol::protocol::StrBytes::from_string(topic.into()));
+    t.partitions = vec![p];
+    let mut req = ListOffsetsRequest::default();
+    req.replica_id = BrokerId(-1);
+    req.topics = vec![t];
+    let resp: ListOffsetsResponse = w.call(ApiKey::ListOffsets, 5, &req);
+    resp.topics[0].partitions[0].offset
+}
+
+#[test]
+fn a_200ms_stall_shows_in_corrected_latency_but_not_in_service_time() {
+    let dir = common::tempdir().unwrap();
+    // Clients learn the broker's address from Metadata: advertise the proxy.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let proxy_addr = listener.local_addr().unwrap().to_string();
+    let config = format!("advertise = \"{proxy_addr}\"\n");
+    let broker = Broker::start_with_config(&dir.path().join("data"), 1, &config, &[]);
+    // Setup and warm-up take the first second or so; stall in the middle
+    // of the measured window.
+    let proxy =
+        StallingProxy::start(listener, broker.bootstrap(), Duration::from_millis(3500), Duration::from_millis(200));
+    let out = dir.path().join("out");
+    let (ok, json, log) = bench(
+        &[
+            "produce",
+            "--bootstrap",
+            &proxy.addr,
+            "--topic",
+            "stalled",
+            "--partitions",
+            "4",
+            "--rate",
+            "2000",
+            "--record-size",
+            "100",
+            "--duration",
+            "5s",
+            "--warmup",
+            "1s",
+        ],
+        &out,
+    );
+    assert!(ok, "bench failed: {log}");
+    assert!(proxy.stalled(), "the proxy never stalled: {log}");
+    let p99 = f(&json, &["latency_ms", "p99_ms"]);
+    let max = f(&json, &["latency_ms", "max_ms"]);
+    let service_p99 = f(&json, &["service_time_ms", "p99_ms"]);
+    let service_max = f(&json, &["service_time_ms", "max_ms"]);
+    eprintln!("corrected p99 {p99} ms, max {max} ms; service time p99 {service_p99} ms, max {service_max} ms");
+    // 400 records were due during the stall (2000/s × 0.2 s), 4% of the
+    // 10000 measured: the top 1% waited 150 ms or more.
+    assert!(max >= 195.0, "corrected max {max} ms misses the 200 ms stall: {log}");
+    assert!(p99 >= 120.0, "corrected p99 {p99} ms misses the stall: {log}");
+    // Only the few requests already in flight saw it as service time.
+    assert!(service_max >= 150.0, "the stalled requests' own service time: {service_max} ms");
+    assert!(service_p99 < 60.0, "service time p99 {service_p99} ms should not show the stall: {log}");
+    assert_eq!(f(&json, &["sent"]), f(&json, &["acknowledged"]));
+}
+
+#[test]
+fn a_run_that_loses_its_broker_is_reported_as_failed_without_figures() {
+    let dir = common::tempdir().unwrap();
+    let mut broker = Broker::start(&dir.path().join("data"), 1);
+    let out = dir.path().join("out");
+    let bootstrap = broker.bootstrap();
+    let runner = std::thread::spawn({
+        let out = out.clone();
+        move || {
+            bench(
+                &[
+                    "produce",
+                    "--bootstrap",
+                    &bootstrap,
+                    "--topic",
+                    "doomed",
+                    "--partitions",
+                    "2",
+                    "--rate",
+                    "1000",
+                    "--record-size",
+                    "64",
+                    "--duration",
+                    "4s",
+                    "--warmup",
+                    "0s",
+                ],
+                &out,
+            )
+        }
+    });
+    std::thread::sleep(Duration::from_millis(2000));
+    broker.kill();
+    let (ok, json, log) = runner.join().unwrap();
+    assert!(!ok, "a run that lost its broker must exit non-zero: {log}");
+    assert_eq!(json["status"], "failed", "{log}");
+    assert!(json.get("latency_ms").is_none(), "no figures for a failed run: {json}");
+    assert!(log.contains("FAILED") || log.contains("run failed"), "{log}");
+    assert!(f(&json, &["acknowledged"]) > 0.0, "records went through before the kill: {json}");
+    let why = json["validation"].as_str().unwrap();
+    assert!(why.contains("127.0.0.1"), "the failure names the broker connection: {why}");
+}
