@@ -200,3 +200,50 @@ fn a_run_that_loses_its_broker_is_reported_as_failed_without_figures() {
     let why = json["validation"].as_str().unwrap();
     assert!(why.contains("127.0.0.1"), "the failure names the broker connection: {why}");
 }
+
+/// `--client rdkafka` runs the same workload through librdkafka after our
+/// own client, validates both and reports their ratio.
+#[cfg(feature = "rdkafka-client")]
+#[test]
+fn the_same_workload_through_librdkafka_is_validated_and_compared() {
+    let dir = common::tempdir().unwrap();
+    let broker = Broker::start(&dir.path().join("data"), 1);
+    let out = dir.path().join("out");
+    let (ok, json, log) = bench(
+        &[
+            "produce",
+            "--client",
+            "rdkafka",
+            "--bootstrap",
+            &broker.bootstrap(),
+            "--topic",
+            "both-clients",
+            "--partitions",
+            "4",
+            "--rate",
+            "2000",
+            "--record-size",
+            "100",
+            "--duration",
+            "2s",
+            "--warmup",
+            "1s",
+            "--keys",
+            "50",
+        ],
+        &out,
+    );
+    assert!(ok, "bench failed: {log}");
+    let other = &json["rdkafka"];
+    assert_eq!(other["status"], "ok", "{log}");
+    assert_eq!(other["parameters"]["client"], "rdkafka");
+    // Both clients sent 3 s at 2000/s; the topic holds both runs.
+    assert_eq!(f(&json, &["sent"]), 6000.0);
+    assert_eq!(f(other, &["sent"]), 6000.0);
+    assert_eq!(f(other, &["acknowledged"]), 6000.0);
+    let end: i64 = (0..4).map(|p| partition_end(&broker, "both-clients", p)).sum();
+    assert_eq!(end, 12_000, "records in the topic after both runs");
+    let ratio = f(&json, &["ratio", "throughput_native_over_rdkafka"]);
+    assert!((0.9..1.1).contains(&ratio), "same fixed rate, same throughput: ratio {ratio}");
+    assert!(log.contains("native / librdkafka"), "{log}");
+}

@@ -74,8 +74,8 @@ fn sealed_segments_are_fetched_whole_and_exact() {
         total += records.len();
     }
     assert!(total > 2 * SEGMENT_BYTES, "the response spans several segments ({total} bytes)");
-    let log = broker.log.lock().unwrap().join("\n");
-    assert!(log.contains("socket full"), "the slow client made the broker wait for room; log: {log}");
+    let (found, log) = broker.wait_for_log("socket full");
+    assert!(found, "the slow client made the broker wait for room; log: {log}");
 
     // The same with data fresh in the batch cache (in-memory buffers).
     let mut sent = sent;

@@ -33,9 +33,9 @@ fn every_shard_serves_connections_for_every_partition() {
             }
         }
     }
-    let log = broker.log.lock().unwrap().join("\n");
     for shard in 0..2 {
-        assert!(log.contains(&format!("shard {shard}: accepted connection")), "no connection landed on shard {shard}");
+        let (found, log) = broker.wait_for_log(&format!("shard {shard}: accepted connection"));
+        assert!(found, "no connection landed on shard {shard}: {log}");
     }
     for p in 0..PARTITIONS {
         let resp: FetchResponse = admin.call(ApiKey::Fetch, 12, &fetch_request(TOPIC, &[(p, 0)], 0, 1));

@@ -46,8 +46,8 @@ fn connections_beyond_max_connections_are_closed() {
         assert!(Instant::now() < deadline, "a slot freed by a closed connection is not reused");
         std::thread::sleep(Duration::from_millis(50));
     }
-    let log = broker.log.lock().unwrap().join("\n");
-    assert!(log.contains("refusing connection from 127.0.0.1"), "logged with the peer: {log}");
+    let (found, log) = broker.wait_for_log("refusing connection from 127.0.0.1");
+    assert!(found, "logged with the peer: {log}");
 }
 
 fn produce_request(topic: &str, batch: Bytes) -> ProduceRequest {

@@ -39,11 +39,13 @@ else
     echo "rustfmt not installed; skipping the format check"
 fi
 
+# rdkafka-client: `shardlog bench --client rdkafka` (librdkafka is built for
+# the tests anyway, as a dev-dependency).
 echo "== benches compile (they run with: cargo bench --bench storage)"
-cargo build --release --benches
+cargo build --release --benches --features rdkafka-client
 
 echo "== tests"
-cargo test --lib --bins --tests
+cargo test --lib --bins --tests --features rdkafka-client
 
 # Coverage-guided fuzzing, bounded: request framing and decoding, and
 # recovery of arbitrary segment bytes. A crash fails the run and leaves its

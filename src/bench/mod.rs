@@ -12,6 +12,7 @@
 //! records were not all acknowledged (and, end to end, received exactly
 //! once and in order) is reported as failed, without figures.
 
+pub mod baseline;
 pub mod cluster;
 pub mod consume;
 pub mod measure;
@@ -43,6 +44,8 @@ pub enum BenchCommand {
     E2e(BenchArgs),
     /// Produce at increasing rates up to --rate; latency against throughput, saturation marked.
     Sweep(BenchArgs),
+    /// Raw loopback TCP and raw DMA write throughput of this machine, the baselines for ratios.
+    Baseline(baseline::BaselineArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -267,6 +270,7 @@ pub fn run(cmd: BenchCommand) -> Result<(), String> {
         BenchCommand::Consume(a) => ("consume", a),
         BenchCommand::E2e(a) => ("e2e", a),
         BenchCommand::Sweep(a) => ("sweep", a),
+        BenchCommand::Baseline(a) => return baseline::run(a),
     };
     let w = Workload::from_args(args)?;
     std::fs::create_dir_all(&args.output).map_err(|e| format!("{}: {e}", args.output.display()))?;

@@ -124,6 +124,23 @@ impl Broker {
         *self = next;
     }
 
+    /// Waits up to 5 s for a log line containing `needle` (stderr is read by
+    /// a background thread, so a line the broker just wrote may not be here
+    /// yet); returns the whole log for messages.
+    pub fn wait_for_log(&self, needle: &str) -> (bool, String) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let log = self.log.lock().unwrap().join("\n");
+            if log.contains(needle) {
+                return (true, log);
+            }
+            if std::time::Instant::now() > deadline {
+                return (false, log);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// CPU time (user + system) the broker process has used so far.
     pub fn cpu_time(&self) -> Duration {
         let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).unwrap();
