@@ -12,3 +12,4 @@ pub mod protocol;
 pub mod server;
 pub mod shard;
 pub mod storage;
+pub mod tune;

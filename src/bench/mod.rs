@@ -86,6 +86,9 @@ pub struct BenchArgs {
     /// Largest batch per partition per request.
     #[arg(long, default_value_t = 1 << 20)]
     pub batch_bytes: usize,
+    /// Largest produce request (its partitions' batches together).
+    #[arg(long, default_value_t = 4 << 20)]
+    pub max_request_bytes: usize,
     /// How long a partition's first due record may wait for more to batch with.
     #[arg(long, default_value = "0ms", value_parser = parse_duration)]
     pub linger: Duration,
@@ -195,6 +198,7 @@ pub struct Workload {
     pub warmup: Duration,
     pub acks: i16,
     pub batch_bytes: usize,
+    pub max_request_bytes: usize,
     pub linger: Duration,
     pub keys: Option<u64>,
     pub connections: usize,
@@ -230,6 +234,7 @@ impl Workload {
             warmup: a.warmup,
             acks: a.acks,
             batch_bytes: a.batch_bytes.max(64),
+            max_request_bytes: a.max_request_bytes,
             linger: a.linger,
             keys: a.keys,
             connections: a.connections.max(1),
@@ -254,6 +259,7 @@ impl Workload {
             "warmup_s": self.warmup.as_secs_f64(),
             "acks": if self.acks == -1 { "all".to_string() } else { self.acks.to_string() },
             "batch_bytes": self.batch_bytes,
+            "max_request_bytes": self.max_request_bytes,
             "linger_ms": self.linger.as_secs_f64() * 1000.0,
             "keys": self.keys,
             "connections": self.connections,

@@ -57,10 +57,13 @@ pub struct Lane {
     done: AtomicBool,
 }
 
+/// One partition's records in a request: (partition, records, bytes).
+type Batch = (i32, Vec<Pending>, usize);
+
 struct InFlight {
     correlation: i32,
     sent: Instant,
-    batches: Vec<(i32, Vec<Pending>, usize)>,
+    batches: Vec<Batch>,
 }
 
 /// Wakes a sender when one of its connections frees a slot.
@@ -216,6 +219,7 @@ struct Sender {
     acks: i16,
     version: i16,
     batch_bytes: usize,
+    max_request_bytes: usize,
     linger: Duration,
     max_in_flight: usize,
     keys: Option<u64>,
@@ -237,6 +241,8 @@ struct Sender {
     order: Vec<i32>,
     wake: Arc<Wake>,
     correlation: i32,
+    /// Per lane: the partition position the next request starts at.
+    rotation: Vec<usize>,
 }
 
 impl Sender {
@@ -267,6 +273,7 @@ impl Sender {
             acks: w.acks,
             version: layout.versions.produce,
             batch_bytes: w.batch_bytes,
+            max_request_bytes: w.max_request_bytes.max(w.batch_bytes),
             linger: w.linger,
             max_in_flight: w.max_in_flight.max(1),
             keys: w.keys,
@@ -276,13 +283,14 @@ impl Sender {
             clock,
             end: clock.start + length,
             builder: BatchBuilder::new(w.record_size, w.run, stream_id),
-            lanes,
             pending,
             backlog: 0,
             seqs: vec![0; w.partitions as usize],
             next_key: 0,
             next_partition: stream_id as usize,
             order: (0..w.partitions).collect(),
+            rotation: vec![0; lanes.len()],
+            lanes,
             wake,
             correlation: 0,
         }
@@ -425,47 +433,49 @@ impl Sender {
 
     /// The batches lane `i` can send now, and when the earliest lingering
     /// one becomes ready.
-    fn take_ready(
-        &mut self,
-        i: usize,
-        now: Instant,
-        flush: bool,
-    ) -> (Vec<(i32, Vec<Pending>, usize)>, Option<Instant>) {
+    fn take_ready(&mut self, i: usize, now: Instant, flush: bool) -> (Vec<Batch>, Option<Instant>) {
         let mut out = Vec::new();
         let mut wait = None;
+        let mut request_bytes = 0;
         let partitions = self.lanes[i].0.partitions.clone();
-        for p in partitions {
+        // Start where the last request stopped, so a request cut short by
+        // --max-request-bytes does not starve the partitions after the cut.
+        let first = self.rotation[i] % partitions.len();
+        for k in 0..partitions.len() {
+            let p = partitions[(first + k) % partitions.len()];
             let (_, queue, bytes) = &mut self.pending[p as usize];
             let Some(oldest) = queue.front() else { continue };
             let ready_at = oldest.intended + self.linger;
-            if self.linger.is_zero() || *bytes >= self.batch_bytes || ready_at <= now || flush {
-                let mut take = 0;
-                let mut taken_bytes = 0;
-                for r in queue.iter() {
-                    let b = self.builder.record_bytes(r.key);
-                    if take > 0 && taken_bytes + b > self.batch_bytes {
-                        break;
-                    }
-                    take += 1;
-                    taken_bytes += b;
-                }
-                let records: Vec<Pending> = queue.drain(..take).collect();
-                *bytes -= taken_bytes;
-                self.backlog -= take;
-                out.push((p, records, taken_bytes));
-            } else {
+            if !(self.linger.is_zero() || *bytes >= self.batch_bytes || ready_at <= now || flush) {
                 wait = Some(wait.map_or(ready_at, |w: Instant| w.min(ready_at)));
+                continue;
             }
+            if !out.is_empty() && request_bytes + self.builder.record_bytes(oldest.key) > self.max_request_bytes {
+                self.rotation[i] = first + k;
+                break;
+            }
+            let mut take = 0;
+            let mut taken_bytes = 0;
+            for r in queue.iter() {
+                let b = self.builder.record_bytes(r.key);
+                if take > 0
+                    && (taken_bytes + b > self.batch_bytes || request_bytes + taken_bytes + b > self.max_request_bytes)
+                {
+                    break;
+                }
+                take += 1;
+                taken_bytes += b;
+            }
+            let records: Vec<Pending> = queue.drain(..take).collect();
+            *bytes -= taken_bytes;
+            self.backlog -= take;
+            request_bytes += taken_bytes;
+            out.push((p, records, taken_bytes));
         }
         (out, wait)
     }
 
-    fn send(
-        &mut self,
-        i: usize,
-        batches: Vec<(i32, Vec<Pending>, usize)>,
-        scratch: &mut Vec<u8>,
-    ) -> Result<(), String> {
+    fn send(&mut self, i: usize, batches: Vec<Batch>, scratch: &mut Vec<u8>) -> Result<(), String> {
         let now_ms = self.clock.wall_ms(Instant::now());
         let mut topic = TopicProduceData::default();
         topic.name = self.topic.clone();

@@ -38,6 +38,10 @@ pub enum Command {
     /// Open-loop latency benchmark for any Kafka-compatible broker.
     #[command(subcommand)]
     Bench(crate::bench::BenchCommand),
+    /// Check (and apply) the OS settings that matter on bare metal.
+    /// Exit code: 0 as recommended, 2 settings differ, 3 blocking, 1 error.
+    #[command(subcommand)]
+    Tune(crate::tune::TuneCommand),
 }
 
 #[derive(Subcommand, Debug)]
@@ -154,6 +158,15 @@ pub fn run(cli: Cli) -> i32 {
         Command::Groups(GroupsCommand::List { bootstrap }) => groups::list(&bootstrap),
         Command::Groups(GroupsCommand::Describe { bootstrap, group }) => groups::describe(&bootstrap, group.as_deref()),
         Command::Bench(cmd) => crate::bench::run(cmd),
+        Command::Tune(cmd) => {
+            return match crate::tune::run(cmd) {
+                Ok(code) => code,
+                Err(e) => {
+                    eprintln!("shardlog: {e}");
+                    1
+                }
+            }
+        }
     };
     match result {
         Ok(()) => 0,

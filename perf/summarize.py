@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""Summarises a perf/standard-workloads.sh results directory as Markdown:
+maximum produce throughput with its ratios to the baselines measured in the
+same run, and latency at half of that maximum.
+
+    summarize.py DIR                       the Markdown summary
+    summarize.py --median-rate DIR PREFIX  median msg/s of DIR/PREFIX*.json
+"""
+import glob
+import json
+import os
+import statistics
+import sys
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def ok_runs(directory, prefix):
+    runs = []
+    for path in sorted(glob.glob(os.path.join(directory, prefix + "*.json"))):
+        r = load(path)
+        if r.get("status") != "ok":
+            sys.exit(f"{path}: run failed: {r.get('validation')}")
+        runs.append(r)
+    if not runs:
+        sys.exit(f"no results {prefix}*.json in {directory}")
+    return runs
+
+
+def median_rate(directory, prefix):
+    return statistics.median(r["throughput"]["msgs_per_s"] for r in ok_runs(directory, prefix))
+
+
+def main():
+    if sys.argv[1] == "--median-rate":
+        print(int(median_rate(sys.argv[2], sys.argv[3])))
+        return
+    d = sys.argv[1]
+    base = load(os.path.join(d, "baseline.json"))
+    tcp, dma = base["raw_loopback_tcp_mb_per_s"], base["raw_dma_write_mb_per_s"]
+    m = base["machine"]
+    first = ok_runs(d, "max-")[0]
+    p = first["parameters"]
+    print(f"machine: {m['cpu']}, {m['cores']} cores, kernel {m['kernel']}; commit {first['commit']}")
+    print(f"broker: one shard pinned to core {base['parameters']['server_core']}; "
+          f"generator pinned to core {base['parameters']['client_core']}; "
+          f"{p['partitions']} partitions, {p['duration_s']:.0f} s measured after {p['warmup_s']:.0f} s warm-up")
+    print(f"baselines (median of {base['parameters']['repetitions']}): raw loopback TCP {tcp:.0f} MB/s, "
+          f"raw DMA write {dma:.0f} MB/s\n")
+    print("| workload | max msg/s | max MB/s | ÷ raw TCP | ÷ raw DMA | ÷ min(TCP, DMA) |")
+    print("|---|---:|---:|---:|---:|---:|")
+    rows = []
+    for size in (1024, 100):
+        for acks in ("1", "all"):
+            w = f"{size}B-acks{acks}"
+            runs = ok_runs(d, f"max-{w}-")
+            rate = statistics.median(r["throughput"]["msgs_per_s"] for r in runs)
+            mbps = statistics.median(r["throughput"]["mb_per_s"] for r in runs)
+            print(f"| {size} B, acks={acks} | {rate:,.0f} | {mbps:.1f} | {mbps / tcp:.2f} | "
+                  f"{mbps / dma:.2f} | {mbps / min(tcp, dma):.2f} |")
+            rows.append((w, size, acks))
+    print("\nLatency at half of the maximum (open loop, from intended send time; ms):\n")
+    print("| workload | rate msg/s | produce p50 | p99 | p99.9 | e2e p50 | p99 | p99.9 | validation |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+    for w, size, acks in rows:
+        h = ok_runs(d, f"half-{w}")[0]
+        lat, e2e = h["latency_ms"], h["e2e_latency_ms"]
+        print(f"| {size} B, acks={acks} | {h['parameters']['rate']:,.0f} | {lat['p50_ms']:.3f} | "
+              f"{lat['p99_ms']:.3f} | {lat['p99.9_ms']:.3f} | {e2e['p50_ms']:.3f} | {e2e['p99_ms']:.3f} | "
+              f"{e2e['p99.9_ms']:.3f} | {h['validation']} |")
+    vs = glob.glob(os.path.join(d, "rdkafka-*.json"))
+    if vs:
+        r = load(vs[0])
+        if r.get("status") == "ok" and r.get("rdkafka", {}).get("status") == "ok":
+            print(f"\nGenerator check, 1 KiB acks=1 unthrottled: native {r['throughput']['msgs_per_s']:,.0f} msg/s, "
+                  f"librdkafka {r['rdkafka']['throughput']['msgs_per_s']:,.0f} msg/s "
+                  f"(native ÷ librdkafka = {r['ratio']['throughput_native_over_rdkafka']:.2f})")
+
+
+if __name__ == "__main__":
+    main()
