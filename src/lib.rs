@@ -7,7 +7,9 @@
 pub mod bench;
 pub mod cli;
 pub mod groups;
+pub mod iotune;
 pub mod limits;
+pub mod metrics;
 pub mod protocol;
 pub mod server;
 pub mod shard;

@@ -17,6 +17,7 @@ use rdkafka::{
     admin::{AdminClient, AdminOptions, NewTopic, TopicReplication},
     client::DefaultClientContext,
     consumer::{BaseConsumer, Consumer},
+    error::{KafkaError, RDKafkaErrorCode},
     message::Message,
     producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext},
     ClientConfig, ClientContext, Offset, TopicPartitionList,
@@ -112,10 +113,26 @@ fn verify(bootstrap: &str, expected: &Expected, when: &str) {
     let total: usize = expected.values().map(BTreeMap::len).sum();
     let mut got: Expected = BTreeMap::new();
     let mut seen = 0;
+    let mut transient = 0;
     let deadline = Instant::now() + Duration::from_secs(120);
     while seen < total && Instant::now() < deadline {
         let Some(m) = c.poll(Duration::from_millis(500)) else { continue };
-        let m = m.unwrap_or_else(|e| panic!("{when}: consume error {e}"));
+        let m = match m {
+            Ok(m) => m,
+            // librdkafka reports connection trouble as an error event and
+            // reconnects by itself (CI once saw AllBrokersDown right after a
+            // restart); a broker that stays away fails the deadline below.
+            Err(KafkaError::MessageConsumption(
+                code @ (RDKafkaErrorCode::AllBrokersDown | RDKafkaErrorCode::BrokerTransportFailure),
+            )) => {
+                eprintln!("{when}: transient {code:?}, polling on");
+                transient += 1;
+                assert!(transient < 20, "{when}: {transient} transient errors in a row");
+                continue;
+            }
+            Err(e) => panic!("{when}: consume error {e}"),
+        };
+        transient = 0;
         let stored = Stored {
             key: m.key().unwrap_or_default().to_vec(),
             value: m.payload().unwrap_or_default().to_vec(),

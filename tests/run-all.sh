@@ -15,6 +15,14 @@ echo "== client packages for the protocol tests"
 if ! python3 -c 'import kafka' >/dev/null 2>&1; then
     python3 -m pip install --quiet --disable-pip-version-check "kafka-python==3.0.12"
 fi
+# The metrics test parses /metrics with the official Prometheus client's
+# OpenMetrics parser, and checks an unknown path with curl.
+if ! python3 -c 'import prometheus_client' >/dev/null 2>&1; then
+    python3 -m pip install --quiet --disable-pip-version-check "prometheus-client==0.26.0"
+fi
+if ! command -v curl >/dev/null 2>&1; then
+    apt-get update -qq && apt-get install -y -qq curl
+fi
 for tool in cc make; do
     if ! command -v "$tool" >/dev/null 2>&1; then
         apt-get update -qq && apt-get install -y -qq build-essential

@@ -69,7 +69,7 @@ impl Drop for Process {
 pub fn start_broker(listen: &str, dir: &std::path::Path) -> Process {
     use std::io::Read;
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_shardlog"))
-        .args(["serve", "--listen", listen, "--cores", "1", "--cpuset", "0"])
+        .args(["serve", "--listen", listen, "--cores", "1", "--cpuset", "0", "--metrics-listen", "127.0.0.1:0"])
         .arg("--data-dir")
         .arg(dir)
         .stdout(std::process::Stdio::piped())

@@ -125,7 +125,7 @@ pub enum ClientKind {
     Rdkafka,
 }
 
-fn parse_duration(s: &str) -> Result<Duration, String> {
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let (num, unit) = s.split_at(s.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(s.len()));
     let n: f64 = num.parse().map_err(|_| format!("{s:?} is not a duration like 30s, 500ms or 2m"))?;

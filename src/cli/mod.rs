@@ -42,6 +42,8 @@ pub enum Command {
     /// Exit code: 0 as recommended, 2 settings differ, 3 blocking, 1 error.
     #[command(subcommand)]
     Tune(crate::tune::TuneCommand),
+    /// Measure the disk the way the broker uses it; write io-properties.toml.
+    Iotune(crate::iotune::IotuneArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -96,6 +98,12 @@ pub struct ServeArgs {
     /// Cores to pin shards to, e.g. 0-3 or 1,3.
     #[arg(long)]
     pub cpuset: Option<String>,
+    /// HOST:PORT for Prometheus /metrics (default 127.0.0.1:9644; "" disables).
+    #[arg(long)]
+    pub metrics_listen: Option<String>,
+    /// Disk profile from `shardlog iotune` (io-properties.toml).
+    #[arg(long)]
+    pub io_properties: Option<PathBuf>,
 }
 
 impl ServeArgs {
@@ -121,6 +129,12 @@ impl ServeArgs {
         }
         if let Some(v) = self.cpuset {
             c.cpuset = Some(v);
+        }
+        if let Some(v) = self.metrics_listen {
+            c.metrics_listen = v;
+        }
+        if let Some(v) = self.io_properties {
+            c.io_properties = Some(v);
         }
         Ok(c)
     }
@@ -158,6 +172,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Groups(GroupsCommand::List { bootstrap }) => groups::list(&bootstrap),
         Command::Groups(GroupsCommand::Describe { bootstrap, group }) => groups::describe(&bootstrap, group.as_deref()),
         Command::Bench(cmd) => crate::bench::run(cmd),
+        Command::Iotune(args) => crate::iotune::run(&args),
         Command::Tune(cmd) => {
             return match crate::tune::run(cmd) {
                 Ok(code) => code,

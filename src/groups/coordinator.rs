@@ -230,6 +230,19 @@ impl Coordinator {
         (offsets.len(), offsets.values().map(BTreeMap::len).sum())
     }
 
+    /// Every committed offset: (group, topic, partition, offset) — for the
+    /// metrics endpoint's lag.
+    pub fn committed(&self) -> Vec<(String, String, i32, i64)> {
+        let offsets = self.offsets.borrow();
+        let mut out = Vec::new();
+        for (group, map) in offsets.iter() {
+            for ((topic, partition), v) in map {
+                out.push((group.clone(), topic.clone(), *partition, v.offset));
+            }
+        }
+        out
+    }
+
     /// Applies one `__consumer_offsets` record read at start.
     pub fn replay(&self, key: &[u8], value: Option<&[u8]>) -> Result<(), String> {
         let key = Key::decode(key).map_err(|e| format!("key: {e}"))?;

@@ -46,6 +46,11 @@ pub struct ServeConfig {
     /// How often each shard applies retention and compaction to its logs
     /// (Kafka's `log.cleaner.backoff.ms` / `log.retention.check.interval.ms`).
     pub log_maintenance_interval_ms: u64,
+    /// HOST:PORT of the Prometheus endpoint (`/metrics`); empty disables it.
+    pub metrics_listen: String,
+    /// A disk profile written by `shardlog iotune`: bounds concurrent
+    /// partition reads per shard to what the disk can take.
+    pub io_properties: Option<PathBuf>,
 }
 
 impl Default for ServeConfig {
@@ -70,6 +75,8 @@ impl Default for ServeConfig {
             max_inflight_request_bytes_per_connection: 64 << 20,
             max_inflight_request_bytes_per_shard: 512 << 20,
             log_maintenance_interval_ms: 15_000,
+            metrics_listen: "127.0.0.1:9644".into(),
+            io_properties: None,
         }
     }
 }
@@ -81,6 +88,14 @@ impl ServeConfig {
 
     pub fn listen_addr(&self) -> Result<SocketAddr, String> {
         self.listen.parse().map_err(|e| format!("--listen {:?}: {e}", self.listen))
+    }
+
+    /// Where `/metrics` is served; `None` when disabled.
+    pub fn metrics_addr(&self) -> Result<Option<SocketAddr>, String> {
+        if self.metrics_listen.trim().is_empty() {
+            return Ok(None);
+        }
+        self.metrics_listen.parse().map(Some).map_err(|e| format!("--metrics-listen {:?}: {e}", self.metrics_listen))
     }
 
     /// Host and port Metadata advertises.

@@ -154,7 +154,12 @@ async fn read_frames(
         let (shard, peer) = (shard.clone(), peer.clone());
         let task = glommio::spawn_local(async move {
             shard.inflight.set(shard.inflight.get() + 1);
+            let started = std::time::Instant::now();
+            let (key, version) = (i16::from_be_bytes([frame[0], frame[1]]), i16::from_be_bytes([frame[2], frame[3]]));
             let result = handle_frame(&shard, frame.freeze(), &peer).await;
+            if result.is_ok() {
+                shard.metrics.request(key, version, started.elapsed().as_secs_f64());
+            }
             shard.inflight.set(shard.inflight.get() - 1);
             result
         })

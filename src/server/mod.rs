@@ -39,6 +39,8 @@ const MESH_CHANNEL_CAPACITY: usize = 1024;
 const FAILED_TO_START: usize = 1 << 20;
 /// How long start-up waits for a previous broker's listening sockets to go.
 const PORT_RELEASE_WAIT: Duration = Duration::from_secs(3);
+/// Concurrent partition reads per shard without a disk profile.
+const DISK_READS_PER_SHARD_DEFAULT: usize = 32;
 /// How long shutdown waits for in-flight requests before closing logs.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
@@ -65,6 +67,32 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
         cpus.len(),
     )?;
     let maintenance_every = Duration::from_millis(config.log_maintenance_interval_ms.max(10));
+    let disk_reads_per_shard = match &config.io_properties {
+        Some(path) => {
+            let io = crate::iotune::IoProperties::load(path)?;
+            let n = io.disk_reads_per_shard(cpus.len());
+            println!(
+                "shardlog: disk profile {} ({:.0} MB/s write, {:.0} MB/s read, fdatasync p99 {} µs): {n} concurrent reads per shard",
+                path.display(),
+                io.write_bandwidth_mb_per_s,
+                io.read_bandwidth_mb_per_s,
+                io.fdatasync_p99_us
+            );
+            n
+        }
+        None => DISK_READS_PER_SHARD_DEFAULT,
+    };
+    // Bound before the shards start, so a taken port fails start-up with a
+    // clear message and port 0 resolves to the real port for the banner.
+    let metrics = match config.metrics_addr()? {
+        Some(addr) => Some(
+            std::net::TcpListener::bind(addr)
+                .map_err(|e| format!("cannot serve metrics on {addr} (--metrics-listen): {e}"))?,
+        ),
+        None => None,
+    };
+    let metrics_addr = metrics.as_ref().and_then(|l| l.local_addr().ok());
+    let mut metrics = metrics;
     let table = Arc::new(table);
     let settings = Arc::new(BrokerSettings {
         node_id: config.node_id,
@@ -79,6 +107,7 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
         max_connections_per_shard: config.max_connections.div_ceil(cpus.len()).max(1),
         max_inflight_bytes_per_connection: config.max_inflight_request_bytes_per_connection.max(1),
         max_inflight_bytes_per_shard: config.max_inflight_request_bytes_per_shard.max(1),
+        disk_reads_per_shard,
     });
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -91,11 +120,12 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
     for (index, &cpu) in cpus.iter().enumerate() {
         let (mesh, table, settings, stop, ready) =
             (mesh.clone(), table.clone(), settings.clone(), stop.clone(), ready.clone());
+        let metrics = if index == 0 { metrics.take() } else { None };
         let handle = LocalExecutorBuilder::new(Placement::Fixed(cpu))
             .name(&format!("shard-{index}"))
-            .spawn(
-                move || async move { run_shard(mesh, table, settings, listen, stop, ready, maintenance_every).await },
-            )
+            .spawn(move || async move {
+                run_shard(mesh, table, settings, listen, stop, ready, maintenance_every, metrics).await
+            })
             .map_err(|e| format!("cannot start shard on core {cpu}: {e}"))?;
         handles.push(handle);
     }
@@ -104,10 +134,11 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
     }
     if ready.load(Ordering::Acquire) == cpus.len() {
         println!(
-            "shardlog: listening on {listen} with {} shard(s) on cores {:?}, data in {} (ready in {} ms)",
+            "shardlog: listening on {listen} with {} shard(s) on cores {:?}, data in {}{} (ready in {} ms)",
             cpus.len(),
             cpus,
             config.data_dir.display(),
+            metrics_addr.map_or(String::new(), |a| format!(", metrics at http://{a}/metrics")),
             started.elapsed().as_millis()
         );
     }
@@ -170,6 +201,17 @@ fn bind(addr: std::net::SocketAddr) -> std::io::Result<Listener> {
     Ok(Listener { socket, fd })
 }
 
+/// Hands a bound std listener to glommio (the metrics endpoint's).
+#[allow(unsafe_code)]
+fn into_glommio(listener: std::net::TcpListener) -> std::io::Result<TcpListener> {
+    use std::os::fd::IntoRawFd;
+    listener.set_nonblocking(true)?;
+    let fd = listener.into_raw_fd();
+    // SAFETY: `fd` is a bound, listening TCP socket whose ownership moves
+    // into glommio's listener here; nothing else closes it.
+    Ok(unsafe { <TcpListener as std::os::fd::FromRawFd>::from_raw_fd(fd) })
+}
+
 /// Takes a listening socket out of LISTEN state now. Dropping it is not
 /// enough: an accept still queued in io_uring keeps the socket alive (and
 /// in the SO_REUSEPORT group, taking connections nobody accepts) until the
@@ -203,6 +245,7 @@ async fn run_shard(
     stop: Arc<AtomicBool>,
     ready: Arc<std::sync::atomic::AtomicUsize>,
     maintenance_every: Duration,
+    metrics: Option<std::net::TcpListener>,
 ) -> Result<(), String> {
     let (senders, receivers) = mesh.join().await.map_err(|e| format!("cannot join the shard mesh: {e}"))?;
     let shard = Shard::new(settings, senders, table.clone());
@@ -210,6 +253,10 @@ async fn run_shard(
     shard.apply_topics(table).await;
     load_groups(&shard).await;
     spawn_log_maintenance(&shard, maintenance_every);
+    if let Some(listener) = metrics {
+        let listener = into_glommio(listener).map_err(|e| format!("metrics listener: {e}"))?;
+        glommio::spawn_local(crate::metrics::http::serve(shard.clone(), listener)).detach();
+    }
     let listener = match bind(listen) {
         Ok(l) => l,
         Err(e) => {

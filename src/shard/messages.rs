@@ -97,6 +97,8 @@ pub enum ShardRequest {
     Group(crate::groups::GroupCall),
     /// To the controller: a fresh producer id.
     AllocateProducerId,
+    /// A copy of the shard's metrics (for a `/metrics` scrape).
+    Metrics,
 }
 
 #[derive(Debug)]
@@ -118,6 +120,7 @@ pub enum ShardResponse {
     Applied,
     Group(crate::groups::GroupAnswer),
     ProducerId(Result<i64, String>),
+    Metrics(Box<crate::metrics::snapshot::ShardSnapshot>),
     /// The owner shard is gone (the broker is shutting down): answer the
     /// client with a retriable error instead of failing the connection.
     Unavailable,

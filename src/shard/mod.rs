@@ -52,6 +52,9 @@ pub struct BrokerSettings {
     pub max_connections_per_shard: usize,
     pub max_inflight_bytes_per_connection: usize,
     pub max_inflight_bytes_per_shard: usize,
+    /// Partition reads one shard runs at once (from `io-properties.toml`
+    /// when given): cold reads beyond it queue instead of flooding the disk.
+    pub disk_reads_per_shard: usize,
 }
 
 pub struct Shard {
@@ -69,6 +72,10 @@ pub struct Shard {
     pub inflight_bytes: Rc<glommio::sync::Semaphore>,
     /// The consumer groups this shard coordinates, and their offsets.
     pub groups: crate::groups::Coordinator,
+    /// This shard's counters (plain cells: only this thread touches them).
+    pub metrics: crate::metrics::ShardMetrics,
+    /// Partition reads in progress (see `BrokerSettings::disk_reads_per_shard`).
+    pub reads: glommio::sync::Semaphore,
     /// Controller only: the next producer id and the end of its block.
     producer_ids: Cell<(i64, i64)>,
     /// Serialises topic changes on the controller (a shard-local semaphore,
@@ -79,6 +86,7 @@ pub struct Shard {
 impl Shard {
     pub fn new(settings: Arc<BrokerSettings>, senders: Senders<Envelope>, table: Arc<TopicTable>) -> Rc<Self> {
         let shard_budget = settings.max_inflight_bytes_per_shard as u64;
+        let read_permits = settings.disk_reads_per_shard.max(1) as u64;
         Rc::new(Self {
             id: senders.peer_id(),
             count: senders.nr_consumers(),
@@ -90,6 +98,8 @@ impl Shard {
             connections: Cell::new(0),
             inflight_bytes: Rc::new(glommio::sync::Semaphore::new(shard_budget)),
             groups: Default::default(),
+            metrics: Default::default(),
+            reads: glommio::sync::Semaphore::new(read_permits),
             producer_ids: Cell::new((0, 0)),
             controller_permit: glommio::sync::Semaphore::new(1),
         })
@@ -128,11 +138,23 @@ impl Shard {
             return self.handle(request).await;
         }
         let (reply, answer) = futures_channel::oneshot::channel();
-        // Either side of the mesh only goes away during shutdown.
-        if self.senders.send_to(target, Envelope { request, reply }).await.is_err() {
-            return ShardResponse::Unavailable;
+        // A scrape's own messages are not counted: they would change the
+        // figures they are collecting.
+        let counted = !matches!(request, ShardRequest::Metrics);
+        if counted {
+            crate::metrics::add(&self.metrics.cross_shard_sent, 1);
+            crate::metrics::add(&self.metrics.cross_shard_outstanding, 1);
         }
-        answer.await.unwrap_or(ShardResponse::Unavailable)
+        // Either side of the mesh only goes away during shutdown.
+        let sent = self.senders.send_to(target, Envelope { request, reply }).await;
+        let response = match sent {
+            Ok(()) => answer.await.unwrap_or(ShardResponse::Unavailable),
+            Err(_) => ShardResponse::Unavailable,
+        };
+        if counted {
+            crate::metrics::sub(&self.metrics.cross_shard_outstanding, 1);
+        }
+        response
     }
 
     /// Serves requests from the other shards, each in its own task so a
@@ -142,6 +164,9 @@ impl Shard {
             let shard = self.clone();
             glommio::spawn_local(async move {
                 while let Some(envelope) = stream.recv().await {
+                    if !matches!(envelope.request, ShardRequest::Metrics) {
+                        crate::metrics::add(&shard.metrics.cross_shard_received, 1);
+                    }
                     let shard = shard.clone();
                     glommio::spawn_local(async move {
                         let response = shard.handle(envelope.request).await;

@@ -58,6 +58,7 @@ impl Shard {
                 ShardResponse::Topics(self.create_topics(topics, validate_only).await)
             }
             ShardRequest::DeleteTopics { names } => ShardResponse::Topics(self.delete_topics(names).await),
+            ShardRequest::Metrics => ShardResponse::Metrics(Box::new(self.metrics_snapshot())),
             ShardRequest::ApplyTopics { table } => {
                 self.apply_topics(table).await;
                 ShardResponse::Applied
@@ -131,6 +132,51 @@ impl Shard {
         }
     }
 
+    /// A copy of this shard's counters, partitions and committed offsets.
+    fn metrics_snapshot(&self) -> crate::metrics::snapshot::ShardSnapshot {
+        use crate::metrics::snapshot::{PartitionSnapshot, ShardSnapshot};
+        let mut partitions: Vec<PartitionSnapshot> = self
+            .partitions
+            .borrow()
+            .iter()
+            .map(|((topic, partition), p)| {
+                let st = p.log.stats();
+                PartitionSnapshot {
+                    topic: topic.clone(),
+                    partition: *partition,
+                    records_in: st.records_appended.get(),
+                    bytes_in: st.bytes_appended.get(),
+                    records_out: st.records_read.get(),
+                    bytes_out: st.bytes_read.get(),
+                    log_start: p.log.log_start(),
+                    log_end: p.log.log_end(),
+                    segments: p.log.segment_count() as u64,
+                    segment_bytes: p.log.size_bytes(),
+                    cache_bytes: p.log.cache_bytes() as u64,
+                    fsyncs: st.syncs.get(),
+                    fsync_seconds: st.sync_seconds.snapshot(),
+                    appends_per_fsync: st.appends_per_sync.snapshot(),
+                }
+            })
+            .collect();
+        partitions.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
+        let m = &self.metrics;
+        ShardSnapshot {
+            shard: self.id,
+            connections: self.connections.get() as u64,
+            requests_in_flight: self.inflight.get() as u64,
+            requests: m.requests(),
+            produce_errors: m.produce_errors.borrow().iter().map(|(k, v)| (*k, *v)).collect(),
+            fetch_errors: m.fetch_errors.borrow().iter().map(|(k, v)| (*k, *v)).collect(),
+            long_poll_waiters: m.long_poll_waiters.get(),
+            cross_shard_sent: m.cross_shard_sent.get(),
+            cross_shard_received: m.cross_shard_received.get(),
+            cross_shard_outstanding: m.cross_shard_outstanding.get(),
+            partitions,
+            committed: self.groups.committed(),
+        }
+    }
+
     async fn read_local(&self, items: Vec<ReadItem>) -> Vec<ReadOutcome> {
         let mut out = Vec::with_capacity(items.len());
         for item in items {
@@ -144,6 +190,7 @@ impl Shard {
                 continue;
             };
             let (high_watermark, log_start) = (p.log.log_end(), p.log.log_start());
+            let _permit = self.reads.acquire_permit(1).await.expect("read permits: never closed");
             let outcome = match p.log.read(item.offset, item.max_bytes).await {
                 Ok(slice) => ReadOutcome {
                     error: codes::NONE,
@@ -177,6 +224,7 @@ impl Shard {
                 _ => return,
             }
         }
+        crate::metrics::add(&self.metrics.long_poll_waiters, 1);
         futures_lite::future::or(
             async {
                 let _ = rx.await;
@@ -184,6 +232,7 @@ impl Shard {
             glommio::timer::sleep(Duration::from_millis(wait_ms)),
         )
         .await;
+        crate::metrics::sub(&self.metrics.long_poll_waiters, 1);
     }
 
     async fn list_offset_local(&self, topic: &str, partition: i32, timestamp: i64) -> ShardResponse {

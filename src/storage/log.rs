@@ -21,6 +21,7 @@ use glommio::sync::Semaphore;
 
 use crate::{
     limits::{self, DMA_ALIGNMENT},
+    metrics::buckets::{self, Buckets},
     protocol::record_batch::{self, BatchHeader},
     storage::{
         batch_cache::{BatchCache, CachedBatch},
@@ -50,14 +51,42 @@ pub struct AppendInfo {
     pub max_timestamp: i64,
 }
 
-/// Counters of one log, read by tests, benches and (later) metrics.
-#[derive(Debug, Default)]
+/// Counters of one log, read by tests, benches and the metrics endpoint.
+/// Plain cells: a log belongs to one shard.
+#[derive(Debug)]
 pub struct LogStats {
     pub appends: Cell<u64>,
+    pub records_appended: Cell<u64>,
     pub bytes_appended: Cell<u64>,
     pub syncs: Cell<u64>,
+    /// fdatasync latency, seconds.
+    pub sync_seconds: Buckets,
+    /// Appends covered by each fdatasync (the group commit's batch size).
+    pub appends_per_sync: Buckets,
+    appends_at_last_sync: Cell<u64>,
     pub cache_reads: Cell<u64>,
     pub disk_reads: Cell<u64>,
+    /// Bytes handed to readers, and the offsets they span.
+    pub bytes_read: Cell<u64>,
+    pub records_read: Cell<u64>,
+}
+
+impl Default for LogStats {
+    fn default() -> Self {
+        Self {
+            appends: Cell::new(0),
+            records_appended: Cell::new(0),
+            bytes_appended: Cell::new(0),
+            syncs: Cell::new(0),
+            sync_seconds: Buckets::new(buckets::LATENCY_SECONDS),
+            appends_per_sync: Buckets::new(buckets::BATCH_SIZES),
+            appends_at_last_sync: Cell::new(0),
+            cache_reads: Cell::new(0),
+            disk_reads: Cell::new(0),
+            bytes_read: Cell::new(0),
+            records_read: Cell::new(0),
+        }
+    }
 }
 
 fn bump(counter: &Cell<u64>, by: u64) {
@@ -446,6 +475,7 @@ impl PartitionLog {
         }
         st.next_offset = header.last_offset() + 1;
         bump(&self.stats.appends, 1);
+        bump(&self.stats.records_appended, (header.last_offset() - header.base_offset + 1) as u64);
         bump(&self.stats.bytes_appended, batch.len() as u64);
         st.cache.push(CachedBatch { base_offset: header.base_offset, last_offset: header.last_offset(), bytes: batch });
         if producers::is_idempotent(&header) {
@@ -488,7 +518,13 @@ impl PartitionLog {
             (st.active().file.clone(), st.next_offset)
         };
         bump(&self.stats.syncs, 1);
-        match file.fdatasync().await {
+        let appends = self.stats.appends.get();
+        self.stats.appends_per_sync.observe((appends - self.stats.appends_at_last_sync.get()) as f64);
+        self.stats.appends_at_last_sync.set(appends);
+        let started = std::time::Instant::now();
+        let synced = file.fdatasync().await;
+        self.stats.sync_seconds.observe(started.elapsed().as_secs_f64());
+        match synced {
             Ok(()) => {
                 let mut st = self.state.borrow_mut();
                 st.durable_offset = st.durable_offset.max(upto);
@@ -668,7 +704,9 @@ impl PartitionLog {
                 }
                 if let Some(chunks) = st.cache.read(from, max_bytes) {
                     bump(&self.stats.cache_reads, 1);
-                    let chunks = chunks.into_iter().map(Chunk::Memory).collect();
+                    let next = chunks.last().and_then(|b| last_offset_in(b)).map_or(from, |l| l + 1);
+                    let chunks: Vec<Chunk> = chunks.into_iter().map(Chunk::Memory).collect();
+                    self.count_read(&chunks, offset, next);
                     return Ok(ReadSlice { chunks, log_start, log_end });
                 }
                 (log_start, log_end, self.locate(&st, from))
@@ -681,14 +719,23 @@ impl PartitionLog {
             } else {
                 read_segment(&file, start, seg_end, from, max_bytes, self.config.index_interval_bytes)
                     .await
-                    .map(|found| found.map(Chunk::Memory))
+                    .map(|found| found.map(|b| (last_offset_in(&b).map_or(from, |l| l + 1), Chunk::Memory(b))))
             };
             match found.map_err(|e| e.into_storage(&self.name, file.path()))? {
-                Some(chunk) => return Ok(ReadSlice { chunks: vec![chunk], log_start, log_end }),
+                Some((next, chunk)) => {
+                    let chunks = vec![chunk];
+                    self.count_read(&chunks, offset, next);
+                    return Ok(ReadSlice { chunks, log_start, log_end });
+                }
                 // The offset fell in a gap at the end of a compacted segment.
                 None => from = seg_next,
             }
         }
+    }
+
+    fn count_read(&self, chunks: &[Chunk], from: i64, next: i64) {
+        bump(&self.stats.bytes_read, chunks.iter().map(|c| c.len() as u64).sum());
+        bump(&self.stats.records_read, (next - from).max(0) as u64);
     }
 
     /// The segment holding `offset` (or the next one, for an offset in a
@@ -850,32 +897,49 @@ async fn locate_sealed(
     seg_end: u64,
     offset: i64,
     max_bytes: usize,
-) -> Result<Option<Chunk>, ReadError> {
+) -> Result<Option<(i64, Chunk)>, ReadError> {
     let buffered = file.buffered().map_err(ReadError::Io)?;
     let path = Arc::new(file.path().to_path_buf());
     let walker = buffered.clone();
     let found =
         glommio::executor().spawn_blocking(move || walk_headers(&walker, start, seg_end, offset, max_bytes)).await?;
-    Ok(found.map(|(pos, len)| Chunk::File(FileRange { file: buffered, path, pos, len })))
+    Ok(found.map(|(pos, len, last)| (last + 1, Chunk::File(FileRange { file: buffered, path, pos, len }))))
+}
+
+/// The last offset of the last whole batch in `bytes` (headers only).
+fn last_offset_in(bytes: &[u8]) -> Option<i64> {
+    let mut at = 0;
+    let mut last = None;
+    while at + record_batch::HEADER_BYTES <= bytes.len() {
+        let h = BatchHeader::parse(&bytes[at..], usize::MAX).ok()?;
+        if at + h.total_bytes() > bytes.len() {
+            break;
+        }
+        last = Some(h.last_offset());
+        at += h.total_bytes();
+    }
+    last
 }
 
 /// Bytes read at a time while walking batch headers in a sealed segment:
 /// several small batches per read, and little wasted on large ones.
 const HEADER_WALK_WINDOW: usize = 16 << 10;
 
-/// Blocking header walk for [`locate_sealed`]: `(position, length)`.
+/// Blocking header walk for [`locate_sealed`]: `(position, length, last
+/// offset)`.
 fn walk_headers(
     file: &std::fs::File,
     start: u64,
     seg_end: u64,
     offset: i64,
     max_bytes: usize,
-) -> Result<Option<(u64, usize)>, ReadError> {
+) -> Result<Option<(u64, usize, i64)>, ReadError> {
     use std::os::unix::fs::FileExt;
     let mut window = vec![0u8; HEADER_WALK_WINDOW];
     let mut pos = start;
     let mut first: Option<u64> = None;
     let mut taken = 0usize;
+    let mut last = offset;
     while pos < seg_end {
         let want = (HEADER_WALK_WINDOW as u64).min(seg_end - pos) as usize;
         let got = file.read_at(&mut window[..want], pos).map_err(ReadError::Io)?;
@@ -904,19 +968,21 @@ fn walk_headers(
                 None => {
                     first = Some(pos + at as u64);
                     taken = total;
+                    last = header.last_offset();
                 }
                 Some(begin) => {
                     if taken + total > max_bytes {
-                        return Ok(Some((begin, taken)));
+                        return Ok(Some((begin, taken, last)));
                     }
                     taken += total;
+                    last = header.last_offset();
                 }
             }
             at += total;
         }
         pos += at as u64;
     }
-    Ok(first.map(|begin| (begin, taken)))
+    Ok(first.map(|begin| (begin, taken, last)))
 }
 
 /// Reads whole batches from a segment file, from the first batch whose last

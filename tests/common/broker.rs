@@ -18,6 +18,8 @@ pub struct Broker {
     pub config: Option<PathBuf>,
     /// Lines the broker wrote to stderr (its log), collected in the background.
     pub log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    /// The `/metrics` URL the broker announced (tests ask for port 0).
+    pub metrics_url: String,
 }
 
 /// A port nobody listens on right now, below the ephemeral range
@@ -60,6 +62,7 @@ impl Broker {
             cmd.arg("--config").arg(c);
         }
         cmd.args(["--listen", &format!("127.0.0.1:{port}"), "--cores", &cores.to_string()])
+            .args(["--metrics-listen", "127.0.0.1:0"])
             .arg("--data-dir")
             .arg(data_dir)
             .stdout(Stdio::piped())
@@ -73,7 +76,8 @@ impl Broker {
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
                 if line.contains("listening on") {
-                    let _ = tx.send(());
+                    let url = line.split("metrics at ").nth(1).and_then(|r| r.split_whitespace().next());
+                    let _ = tx.send(url.unwrap_or_default().to_string());
                 }
             }
         });
@@ -84,13 +88,15 @@ impl Broker {
                 sink.lock().unwrap().push(line);
             }
         });
-        if rx.recv_timeout(Duration::from_secs(20)).is_err() {
+        let ready = rx.recv_timeout(Duration::from_secs(20));
+        if ready.is_err() {
             let _ = child.kill();
             let sockets =
                 Command::new("ss").arg("-ltnp").output().map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
             panic!("broker did not start; log: {:?}; listening sockets: {sockets:?}", log.lock().unwrap());
         }
-        Self { child: Some(child), port, data_dir: data_dir.to_path_buf(), cores, config, log }
+        let metrics_url = ready.unwrap_or_default();
+        Self { child: Some(child), port, data_dir: data_dir.to_path_buf(), cores, config, log, metrics_url }
     }
 
     pub fn bootstrap(&self) -> String {

@@ -49,6 +49,9 @@ pub async fn handle(shard: &Rc<Shard>, request: FetchRequest) -> Vec<TopicOut> {
         let errors = outcomes.iter().any(|o| o.error != codes::NONE);
         let now = Instant::now();
         if total >= min_bytes.max(1) || errors || now >= deadline {
+            for o in &outcomes {
+                crate::metrics::ShardMetrics::error(&shard.metrics.fetch_errors, o.error);
+            }
             return respond(&items, outcomes);
         }
         wait_for_any(shard, &items, deadline - now).await;

@@ -65,6 +65,7 @@ pub async fn handle(shard: &Rc<Shard>, request: ProduceRequest) -> Option<Produc
     let mut response = ProduceResponse::default();
     for task in tasks {
         let (name, index, r) = task.await;
+        crate::metrics::ShardMetrics::error(&shard.metrics.produce_errors, r.error);
         let mut pr = PartitionProduceResponse::default();
         pr.index = index;
         pr.error_code = r.error;

@@ -1,0 +1,254 @@
+//! Encodes every shard's snapshot as OpenMetrics text with the
+//! `prometheus-client` crate (a `Collector` over constant values: the
+//! counting happened on the shards).
+
+use std::collections::BTreeMap;
+
+use prometheus_client::{
+    collector::Collector,
+    encoding::{DescriptorEncoder, EncodeMetric, MetricEncoder},
+    metrics::{counter::ConstCounter, gauge::ConstGauge, MetricType},
+    registry::Registry,
+};
+
+use super::{buckets::BucketSnapshot, snapshot::ShardSnapshot};
+
+type Labels = Vec<(String, String)>;
+
+/// Every shard's snapshot, encoded on demand.
+#[derive(Debug)]
+pub struct Scrape(pub Vec<ShardSnapshot>);
+
+/// A histogram from a snapshot.
+#[derive(Debug)]
+struct ConstHistogram<'a>(&'a BucketSnapshot);
+
+impl EncodeMetric for ConstHistogram<'_> {
+    fn encode(&self, mut encoder: MetricEncoder<'_>) -> Result<(), std::fmt::Error> {
+        encoder.encode_histogram::<prometheus_client::encoding::NoLabelSet>(
+            self.0.sum,
+            self.0.count,
+            &self.0.buckets,
+            None,
+        )
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Histogram
+    }
+}
+
+/// One metric family: a name, help, type and labelled values.
+fn family<M: EncodeMetric>(
+    encoder: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    kind: MetricType,
+    rows: impl IntoIterator<Item = (Labels, M)>,
+) -> Result<(), std::fmt::Error> {
+    let rows: Vec<(Labels, M)> = rows.into_iter().collect();
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let mut metric = encoder.encode_descriptor(name, help, None, kind)?;
+    for (labels, m) in rows {
+        m.encode(metric.encode_family(&labels)?)?;
+    }
+    Ok(())
+}
+
+fn l(pairs: &[(&str, String)]) -> Labels {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
+}
+
+fn api_name(key: i16) -> String {
+    kafka_protocol::messages::ApiKey::try_from(key).map_or_else(|_| key.to_string(), |k| format!("{k:?}"))
+}
+
+impl Collector for Scrape {
+    fn encode(&self, mut e: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let shards = &self.0;
+        let shard = |s: &ShardSnapshot| ("shard", s.shard.to_string());
+        let counter = |v: u64| ConstCounter::new(v);
+        let gauge = |v: i64| ConstGauge::new(v);
+        family(
+            &mut e,
+            "shardlog_connections",
+            "Open client connections.",
+            MetricType::Gauge,
+            shards.iter().map(|s| (l(&[shard(s)]), gauge(s.connections as i64))),
+        )?;
+        family(
+            &mut e,
+            "shardlog_requests_in_flight",
+            "Requests being handled.",
+            MetricType::Gauge,
+            shards.iter().map(|s| (l(&[shard(s)]), gauge(s.requests_in_flight as i64))),
+        )?;
+        family(
+            &mut e,
+            "shardlog_requests",
+            "Requests handled, by API and version.",
+            MetricType::Counter,
+            shards.iter().flat_map(|s| {
+                s.requests.iter().map(move |((k, v), h)| {
+                    (l(&[shard(s), ("api", api_name(*k)), ("version", v.to_string())]), counter(h.count))
+                })
+            }),
+        )?;
+        family(
+            &mut e,
+            "shardlog_request_latency_seconds",
+            "Time from a request's last byte read to its answer being ready.",
+            MetricType::Histogram,
+            shards.iter().flat_map(|s| {
+                s.requests.iter().map(move |((k, v), h)| {
+                    (l(&[shard(s), ("api", api_name(*k)), ("version", v.to_string())]), ConstHistogram(h))
+                })
+            }),
+        )?;
+        family(
+            &mut e,
+            "shardlog_produce_errors",
+            "Partitions answered with an error by Produce, by Kafka error code.",
+            MetricType::Counter,
+            shards.iter().flat_map(|s| {
+                s.produce_errors.iter().map(move |(c, n)| (l(&[shard(s), ("code", c.to_string())]), counter(*n)))
+            }),
+        )?;
+        family(
+            &mut e,
+            "shardlog_fetch_errors",
+            "Partitions answered with an error by Fetch, by Kafka error code.",
+            MetricType::Counter,
+            shards.iter().flat_map(|s| {
+                s.fetch_errors.iter().map(move |(c, n)| (l(&[shard(s), ("code", c.to_string())]), counter(*n)))
+            }),
+        )?;
+        family(
+            &mut e,
+            "shardlog_long_poll_waiters",
+            "Fetches waiting for data.",
+            MetricType::Gauge,
+            shards.iter().map(|s| (l(&[shard(s)]), gauge(s.long_poll_waiters as i64))),
+        )?;
+        family(
+            &mut e,
+            "shardlog_cross_shard_messages_sent",
+            "Requests sent to other shards.",
+            MetricType::Counter,
+            shards.iter().map(|s| (l(&[shard(s)]), counter(s.cross_shard_sent))),
+        )?;
+        family(
+            &mut e,
+            "shardlog_cross_shard_messages_received",
+            "Requests received from other shards.",
+            MetricType::Counter,
+            shards.iter().map(|s| (l(&[shard(s)]), counter(s.cross_shard_received))),
+        )?;
+        family(
+            &mut e,
+            "shardlog_cross_shard_queue_depth",
+            "Requests sent to other shards and not yet answered.",
+            MetricType::Gauge,
+            shards.iter().map(|s| (l(&[shard(s)]), gauge(s.cross_shard_outstanding as i64))),
+        )?;
+        family(
+            &mut e,
+            "shardlog_batch_cache_bytes",
+            "Memory held by the shard's batch caches.",
+            MetricType::Gauge,
+            shards.iter().map(|s| (l(&[shard(s)]), gauge(s.partitions.iter().map(|p| p.cache_bytes as i64).sum()))),
+        )?;
+
+        // Per-shard sums of the partitions' fsync histograms.
+        let merged = |f: fn(&super::snapshot::PartitionSnapshot) -> &BucketSnapshot| -> Vec<(usize, BucketSnapshot)> {
+            shards
+                .iter()
+                .map(|s| {
+                    let mut total = BucketSnapshot::default();
+                    for p in &s.partitions {
+                        total.merge(f(p));
+                    }
+                    (s.shard, total)
+                })
+                .filter(|(_, h)| h.count > 0)
+                .collect()
+        };
+        let fsync = merged(|p| &p.fsync_seconds);
+        family(
+            &mut e,
+            "shardlog_fsync_seconds",
+            "fdatasync latency of segment files.",
+            MetricType::Histogram,
+            fsync.iter().map(|(s, h)| (l(&[("shard", s.to_string())]), ConstHistogram(h))),
+        )?;
+        let group = merged(|p| &p.appends_per_fsync);
+        family(
+            &mut e,
+            "shardlog_group_commit_appends",
+            "Appends made durable by one fdatasync (group commit batch size).",
+            MetricType::Histogram,
+            group.iter().map(|(s, h)| (l(&[("shard", s.to_string())]), ConstHistogram(h))),
+        )?;
+
+        let parts: Vec<(&ShardSnapshot, &super::snapshot::PartitionSnapshot)> =
+            shards.iter().flat_map(|s| s.partitions.iter().map(move |p| (s, p))).collect();
+        let pl = |s: &ShardSnapshot, p: &super::snapshot::PartitionSnapshot| {
+            l(&[shard(s), ("topic", p.topic.clone()), ("partition", p.partition.to_string())])
+        };
+        type Get = fn(&super::snapshot::PartitionSnapshot) -> u64;
+        let counters: [(&str, &str, Get); 5] = [
+            ("shardlog_partition_records_in", "Records appended.", |p| p.records_in),
+            ("shardlog_partition_bytes_in", "Bytes appended (record batches as stored).", |p| p.bytes_in),
+            ("shardlog_partition_records_out", "Offsets served to fetches.", |p| p.records_out),
+            ("shardlog_partition_bytes_out", "Bytes of record batches served to fetches.", |p| p.bytes_out),
+            ("shardlog_partition_fsyncs", "fdatasync calls on the partition's active segment.", |p| p.fsyncs),
+        ];
+        for (name, help, get) in counters {
+            family(&mut e, name, help, MetricType::Counter, parts.iter().map(|(s, p)| (pl(s, p), counter(get(p)))))?;
+        }
+        type GetI = fn(&super::snapshot::PartitionSnapshot) -> i64;
+        let gauges: [(&str, &str, GetI); 4] = [
+            ("shardlog_partition_log_end_offset", "Next offset to be assigned (high watermark).", |p| p.log_end),
+            ("shardlog_partition_log_start_offset", "First offset still stored.", |p| p.log_start),
+            ("shardlog_partition_segments", "Segment files.", |p| p.segments as i64),
+            ("shardlog_partition_segment_bytes", "Bytes in segment files.", |p| p.segment_bytes as i64),
+        ];
+        for (name, help, get) in gauges {
+            family(&mut e, name, help, MetricType::Gauge, parts.iter().map(|(s, p)| (pl(s, p), gauge(get(p)))))?;
+        }
+
+        // Lag: the partition's log end (wherever it lives) minus the commit.
+        let ends: BTreeMap<(&str, i32), i64> =
+            parts.iter().map(|(_, p)| ((p.topic.as_str(), p.partition), p.log_end)).collect();
+        let commits: Vec<&(String, String, i32, i64)> = shards.iter().flat_map(|s| s.committed.iter()).collect();
+        let gl = |c: &(String, String, i32, i64)| {
+            l(&[("group", c.0.clone()), ("topic", c.1.clone()), ("partition", c.2.to_string())])
+        };
+        family(
+            &mut e,
+            "shardlog_group_committed_offset",
+            "Committed offset per group and partition.",
+            MetricType::Gauge,
+            commits.iter().map(|c| (gl(c), gauge(c.3))),
+        )?;
+        family(
+            &mut e,
+            "shardlog_group_lag",
+            "Log end offset minus committed offset, per group and partition.",
+            MetricType::Gauge,
+            commits.iter().filter_map(|c| ends.get(&(c.1.as_str(), c.2)).map(|end| (gl(c), gauge((end - c.3).max(0))))),
+        )?;
+        Ok(())
+    }
+}
+
+/// The OpenMetrics text for `snapshots`.
+pub fn render(snapshots: Vec<ShardSnapshot>) -> Result<String, String> {
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(Scrape(snapshots)));
+    let mut out = String::new();
+    prometheus_client::encoding::text::encode(&mut out, &registry).map_err(|e| format!("encoding metrics: {e}"))?;
+    Ok(out)
+}

@@ -1,0 +1,40 @@
+//! A shard's metrics, copied into plain `Send` values so they can cross to
+//! the shard serving `/metrics`.
+
+use super::buckets::BucketSnapshot;
+
+#[derive(Debug, Clone, Default)]
+pub struct PartitionSnapshot {
+    pub topic: String,
+    pub partition: i32,
+    pub records_in: u64,
+    pub bytes_in: u64,
+    pub records_out: u64,
+    pub bytes_out: u64,
+    pub log_start: i64,
+    pub log_end: i64,
+    pub segments: u64,
+    pub segment_bytes: u64,
+    pub cache_bytes: u64,
+    pub fsyncs: u64,
+    pub fsync_seconds: BucketSnapshot,
+    pub appends_per_fsync: BucketSnapshot,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ShardSnapshot {
+    pub shard: usize,
+    pub connections: u64,
+    pub requests_in_flight: u64,
+    /// ((API key, version), latency).
+    pub requests: Vec<((i16, i16), BucketSnapshot)>,
+    pub produce_errors: Vec<(i16, u64)>,
+    pub fetch_errors: Vec<(i16, u64)>,
+    pub long_poll_waiters: u64,
+    pub cross_shard_sent: u64,
+    pub cross_shard_received: u64,
+    pub cross_shard_outstanding: u64,
+    pub partitions: Vec<PartitionSnapshot>,
+    /// (group, topic, partition, committed offset) coordinated here.
+    pub committed: Vec<(String, String, i32, i64)>,
+}
