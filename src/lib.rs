@@ -10,6 +10,7 @@ pub mod groups;
 pub mod iotune;
 pub mod limits;
 pub mod metrics;
+pub mod plan;
 pub mod protocol;
 pub mod server;
 pub mod shard;

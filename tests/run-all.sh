@@ -23,6 +23,10 @@ fi
 if ! command -v curl >/dev/null 2>&1; then
     apt-get update -qq && apt-get install -y -qq curl
 fi
+# The plan test loads its HTML report in a real headless browser.
+if ! command -v chromium >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+fi
 for tool in cc make; do
     if ! command -v "$tool" >/dev/null 2>&1; then
         apt-get update -qq && apt-get install -y -qq build-essential

@@ -44,6 +44,8 @@ pub enum Command {
     Tune(crate::tune::TuneCommand),
     /// Measure the disk the way the broker uses it; write io-properties.toml.
     Iotune(crate::iotune::IotuneArgs),
+    /// Capacity-planning report (HTML and Markdown) from measured results.
+    Plan(crate::plan::PlanArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -173,6 +175,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Groups(GroupsCommand::Describe { bootstrap, group }) => groups::describe(&bootstrap, group.as_deref()),
         Command::Bench(cmd) => crate::bench::run(cmd),
         Command::Iotune(args) => crate::iotune::run(&args),
+        Command::Plan(args) => crate::plan::run(&args),
         Command::Tune(cmd) => {
             return match crate::tune::run(cmd) {
                 Ok(code) => code,
