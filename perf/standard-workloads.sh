@@ -6,11 +6,15 @@
 #   1. maximum produce throughput: unthrottled runs (--rate 0), median of REPS;
 #   2. latency at half of that maximum: an open-loop e2e run (produce and
 #      end-to-end percentiles, corrected for coordinated omission).
+#   3. for 1 KiB records, a sweep (latency against throughput up to 1.2× the
+#      maximum), which `shardlog plan` reads.
 # The same run measures the baselines (raw loopback TCP, raw DMA write on the
-# broker's disk) and a librdkafka comparison, and perf/summarize.py writes
-# the ratios to summary.md. Results: perf/results/<time>-<commit>/.
+# broker's disk), the disk profile (`shardlog iotune`) and a librdkafka
+# comparison; perf/summarize.py writes the ratios to summary.md, and the
+# sample capacity report perf/reports/example/ is rendered from the results.
+# Results: perf/results/<time>-<commit>/.
 #
-# Usage: perf/standard-workloads.sh            (about 10 minutes)
+# Usage: perf/standard-workloads.sh            (about 15 minutes)
 #        DURATION=10s WARMUP=2s REPS=1 perf/standard-workloads.sh   (quick look)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,6 +37,8 @@ echo "results in $OUT"
 
 "$BIN" bench baseline --dir "$DATA" --server-core "$BROKER_CORE" --client-core "$CLIENT_CORE" \
     --repetitions "$REPS" --output "$OUT"
+"$BIN" iotune --dir "$DATA/iotune" --core "$BROKER_CORE" --duration "${IOTUNE_DURATION:-60s}" \
+    --output "$OUT/io-properties.toml"
 
 BROKER=""
 start_broker() {
@@ -70,6 +76,13 @@ for size in 1024 100; do
         half=$(python3 -c "print(int($max / 2))")
         echo "== $w: maximum $max msg/s; latency at half: $half msg/s"
         bench e2e --topic half --rate "$half" --record-size "$size" --acks "$acks" --name "half-$w"
+        if [ "$size" = "1024" ]; then
+            top=$(python3 -c "print(int($max * 1.2))")
+            "$BIN" bench sweep --bootstrap "127.0.0.1:$PORT" --partitions 16 --cores "$CLIENT_CORE" \
+                --duration "${SWEEP_DURATION:-10s}" --warmup "${SWEEP_WARMUP:-2s}" --output "$OUT" \
+                --topic sweep --rate "$top" --steps "${SWEEP_STEPS:-8}" --record-size "$size" --acks "$acks" \
+                --name "sweep-$w"
+        fi
         if [ "$w" = "1024B-acks1" ]; then
             # The native generator against librdkafka on the same workload.
             bench produce --topic vs-rdkafka --rate 0 --record-size "$size" --acks "$acks" \
@@ -80,3 +93,5 @@ for size in 1024 100; do
 done
 BROKER=""
 python3 perf/summarize.py "$OUT" | tee "$OUT/summary.md"
+"$BIN" plan --workload perf/workloads/example.toml --results "$OUT" --io "$OUT/io-properties.toml" \
+    --output perf/reports/example

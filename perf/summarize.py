@@ -71,6 +71,28 @@ def main():
         print(f"| {size} B, acks={acks} | {h['parameters']['rate']:,.0f} | {lat['p50_ms']:.3f} | "
               f"{lat['p99_ms']:.3f} | {lat['p99.9_ms']:.3f} | {e2e['p50_ms']:.3f} | {e2e['p99_ms']:.3f} | "
               f"{e2e['p99.9_ms']:.3f} | {h['validation']} |")
+    for path in sorted(glob.glob(os.path.join(d, "sweep-*.json"))):
+        r = load(path)
+        p = r["parameters"]
+        sat = r.get("max_sustained_msgs_per_s")
+        rows = [s for s in r["steps"] if s.get("status") == "ok"]
+        print(f"\nSweep, {p['record_size']} B, acks={p['acks']} ({os.path.basename(path)}): "
+              + (f"saturation at about {sat:,.0f} msg/s ({r['max_sustained_mb_per_s']:.1f} MB/s)"
+                 if sat and r.get("first_saturated_step") else "did not saturate"))
+        print("\n| requested msg/s | achieved msg/s | p50 ms | p99 ms | p99.9 ms | kept up |")
+        print("|---:|---:|---:|---:|---:|---|")
+        for s in rows:
+            lat = s["latency_ms"]
+            print(f"| {s['requested_msgs_per_s']:,.0f} | {s['achieved_msgs_per_s']:,.0f} | {lat['p50_ms']:.3f} | "
+                  f"{lat['p99_ms']:.3f} | {lat['p99.9_ms']:.3f} | {'yes' if s['kept_up'] else 'no'} |")
+    io = os.path.join(d, "io-properties.toml")
+    if os.path.exists(io):
+        import tomllib
+        with open(io, "rb") as f:
+            t = tomllib.load(f)
+        print(f"\nDisk (shardlog iotune): sequential write {t['write_bandwidth_mb_per_s']:.0f} MB/s, read "
+              f"{t['read_bandwidth_mb_per_s']:.0f} MB/s, fdatasync p50/p99 {t['fdatasync_p50_us']}/{t['fdatasync_p99_us']} µs, "
+              f"random 4 KiB reads {t['random_read_iops_qd1']:,.0f} IOPS (qd 1), {t['random_read_iops_qd32']:,.0f} (qd 32)")
     vs = glob.glob(os.path.join(d, "rdkafka-*.json"))
     if vs:
         r = load(vs[0])
