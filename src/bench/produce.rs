@@ -91,10 +91,11 @@ impl Wake {
             Some(d) => d - now,
             None => Duration::from_millis(50),
         };
-        // Short waits spin: a condition variable oversleeps by tens of µs.
+        // Short waits spin (a condition variable oversleeps by tens of µs),
+        // yielding so the receivers pinned to the same core still run.
         if timeout < Duration::from_micros(60) {
             while Instant::now() < deadline.expect("short waits have a deadline") {
-                std::hint::spin_loop();
+                std::thread::yield_now();
             }
             return;
         }

@@ -108,6 +108,8 @@ pub fn run(w: &Workload, bootstrap: &str) -> Result<Outcome, String> {
                     let gap = t - now;
                     if gap > Duration::from_micros(200) {
                         std::thread::sleep(gap - Duration::from_micros(100));
+                    } else {
+                        std::thread::yield_now();
                     }
                     continue;
                 }
