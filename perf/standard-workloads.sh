@@ -43,7 +43,7 @@ echo "results in $OUT"
 BROKER=""
 start_broker() {
     rm -rf "$DATA/broker"
-    "$BIN" serve --data-dir "$DATA/broker" --cores 1 --cpuset "$BROKER_CORE" \
+    "$BIN" serve --data-dir "$DATA/broker" --cores 1 --cpuset "$BROKER_CORE" --metrics-listen 127.0.0.1:0 \
         --listen "127.0.0.1:$PORT" >"$OUT/broker-$1.log" 2>&1 &
     BROKER=$!
     for _ in $(seq 100); do
