@@ -40,11 +40,17 @@ echo "results in $OUT"
 "$BIN" iotune --dir "$DATA/iotune" --core "$BROKER_CORE" --duration "${IOTUNE_DURATION:-60s}" \
     --output "$OUT/io-properties.toml"
 
+# Unthrottled runs write over 1 GB/s: bench topics keep 256 MiB per
+# partition (retention.bytes, checked every second), so a run's disk use
+# stays bounded, as a production broker's would.
+printf 'log_maintenance_interval_ms = 1000\n' >"$OUT/broker.toml"
+TOPIC_CONFIG=(--topic-config retention.bytes=268435456 --topic-config segment.bytes=67108864)
+
 BROKER=""
 start_broker() {
     rm -rf "$DATA/broker"
-    "$BIN" serve --data-dir "$DATA/broker" --cores 1 --cpuset "$BROKER_CORE" --metrics-listen 127.0.0.1:0 \
-        --listen "127.0.0.1:$PORT" >"$OUT/broker-$1.log" 2>&1 &
+    "$BIN" serve --config "$OUT/broker.toml" --data-dir "$DATA/broker" --cores 1 --cpuset "$BROKER_CORE" \
+        --metrics-listen 127.0.0.1:0 --listen "127.0.0.1:$PORT" >"$OUT/broker-$1.log" 2>&1 &
     BROKER=$!
     for _ in $(seq 100); do
         if grep -q "listening on" "$OUT/broker-$1.log" 2>/dev/null; then return; fi
@@ -61,7 +67,7 @@ trap '[ -n "$BROKER" ] && kill -TERM "$BROKER" 2>/dev/null || true' EXIT
 
 bench() {
     "$BIN" bench "$@" --bootstrap "127.0.0.1:$PORT" --partitions 16 --cores "$CLIENT_CORE" \
-        --duration "$DURATION" --warmup "$WARMUP" --output "$OUT"
+        --duration "$DURATION" --warmup "$WARMUP" --output "$OUT" "${TOPIC_CONFIG[@]}"
 }
 
 for size in 1024 100; do
@@ -81,7 +87,7 @@ for size in 1024 100; do
             "$BIN" bench sweep --bootstrap "127.0.0.1:$PORT" --partitions 16 --cores "$CLIENT_CORE" \
                 --duration "${SWEEP_DURATION:-10s}" --warmup "${SWEEP_WARMUP:-2s}" --output "$OUT" \
                 --topic sweep --rate "$top" --steps "${SWEEP_STEPS:-8}" --record-size "$size" --acks "$acks" \
-                --name "sweep-$w"
+                --name "sweep-$w" "${TOPIC_CONFIG[@]}"
         fi
         if [ "$w" = "1024B-acks1" ]; then
             # The native generator against librdkafka on the same workload.

@@ -94,7 +94,13 @@ fn topic_name(name: &str) -> TopicName {
 /// Creates `topic` with `partitions` if it is missing, waits until every
 /// partition has a leader, and returns where they are. An existing topic
 /// with a different partition count is an error, not silently used.
-pub fn prepare_topic(bootstrap: &str, topic: &str, partitions: i32, replication: i16) -> Result<Layout, String> {
+pub fn prepare_topic(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    replication: i16,
+    configs: &[(String, String)],
+) -> Result<Layout, String> {
     let mut client = Client::connect(bootstrap)?;
     let versions = negotiate(&mut client)?;
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -122,7 +128,7 @@ pub fn prepare_topic(bootstrap: &str, topic: &str, partitions: i32, replication:
                 }
             }
             3 if !created => {
-                create_topic(&mut client, versions, topic, partitions, replication)?;
+                create_topic(&mut client, versions, topic, partitions, replication, configs)?;
                 created = true;
             }
             3 | 5 => {} // not yet visible, or leaders being elected
@@ -141,18 +147,31 @@ fn create_topic(
     topic: &str,
     partitions: i32,
     replication: i16,
+    configs: &[(String, String)],
 ) -> Result<(), String> {
     let mut t = CreatableTopic::default();
     t.name = topic_name(topic);
     t.num_partitions = partitions;
     t.replication_factor = replication;
+    t.configs = configs
+        .iter()
+        .map(|(k, v)| {
+            let mut c = kafka_protocol::messages::create_topics_request::CreatableTopicConfig::default();
+            c.name = StrBytes::from_string(k.clone());
+            c.value = Some(StrBytes::from_string(v.clone()));
+            c
+        })
+        .collect();
     let mut req = CreateTopicsRequest::default();
     req.topics = vec![t];
     req.timeout_ms = 30_000;
     let resp: CreateTopicsResponse = client.call(ApiKey::CreateTopics, versions.create_topics, &req)?;
     match resp.topics.first().map(|t| t.error_code) {
         Some(0) | Some(36) => Ok(()), // created, or someone else just did
-        Some(code) => Err(format!("CreateTopics {topic} ({partitions} partitions): error {code}")),
+        Some(code) => Err(format!(
+            "CreateTopics {topic} ({partitions} partitions): error {code}{}",
+            resp.topics[0].error_message.as_ref().map_or(String::new(), |m| format!(": {}", m.as_str()))
+        )),
         None => Err(format!("CreateTopics {topic}: no answer for the topic")),
     }
 }

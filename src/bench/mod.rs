@@ -59,6 +59,10 @@ pub struct BenchArgs {
     pub partitions: i32,
     #[arg(long, default_value_t = 1)]
     pub replication_factor: i16,
+    /// A topic config for creating the topic, KEY=VALUE (repeatable), e.g.
+    /// retention.bytes=268435456 so a long unthrottled run does not fill the disk.
+    #[arg(long = "topic-config", value_parser = parse_config)]
+    pub topic_configs: Vec<(String, String)>,
     /// Records a second, all partitions together; 0 = as fast as the broker acknowledges.
     #[arg(long, default_value_t = 10_000.0)]
     pub rate: f64,
@@ -140,6 +144,13 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         return Err(format!("{s:?} is out of range"));
     }
     Ok(Duration::from_secs_f64(secs))
+}
+
+fn parse_config(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!("{s:?}: expected KEY=VALUE, e.g. retention.bytes=268435456")),
+    }
 }
 
 fn parse_acks(s: &str) -> Result<i16, String> {
@@ -252,6 +263,7 @@ impl Workload {
             "topic": self.topic,
             "partitions": self.partitions,
             "replication_factor": a.replication_factor,
+            "topic_configs": a.topic_configs.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>(),
             "rate": self.rate,
             "arrivals": if self.poisson { "poisson" } else { "uniform" },
             "record_size": self.record_size,
@@ -280,7 +292,8 @@ pub fn run(cmd: BenchCommand) -> Result<(), String> {
     };
     let w = Workload::from_args(args)?;
     std::fs::create_dir_all(&args.output).map_err(|e| format!("{}: {e}", args.output.display()))?;
-    let layout = cluster::prepare_topic(&args.bootstrap, &w.topic, w.partitions, args.replication_factor)?;
+    let layout =
+        cluster::prepare_topic(&args.bootstrap, &w.topic, w.partitions, args.replication_factor, &args.topic_configs)?;
     eprintln!(
         "bench {mode}: {} ({} partitions on {} broker(s)), {}, {} B records, acks={}, {} s + {} s warm-up",
         w.topic,
