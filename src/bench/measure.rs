@@ -24,6 +24,12 @@ pub struct ProduceCounts {
     pub service: Histogram<u64>,
     /// Corrected latency of every record so far, warm-up included (progress).
     pub so_far: Histogram<u64>,
+    /// How late the generator admitted each measured record after its
+    /// intended time: the generator's own lateness, not the broker's.
+    pub admit_lag: Histogram<u64>,
+    /// Seconds senders spent blocked writing requests to a broker that was
+    /// not reading them (TCP backpressure).
+    pub write_blocked_s: f64,
     pub sent: u64,
     pub acked: u64,
     pub acked_bytes: u64,
@@ -46,6 +52,8 @@ impl Default for ProduceCounts {
             latency: histogram(),
             service: histogram(),
             so_far: histogram(),
+            admit_lag: histogram(),
+            write_blocked_s: 0.0,
             sent: 0,
             acked: 0,
             acked_bytes: 0,
@@ -64,6 +72,8 @@ impl ProduceCounts {
         self.latency.add(&other.latency).expect("same bounds");
         self.service.add(&other.service).expect("same bounds");
         self.so_far.add(&other.so_far).expect("same bounds");
+        self.admit_lag.add(&other.admit_lag).expect("same bounds");
+        self.write_blocked_s += other.write_blocked_s;
         self.sent += other.sent;
         self.acked += other.acked;
         self.acked_bytes += other.acked_bytes;

@@ -380,6 +380,26 @@ pub struct Outcome {
     /// librdkafka cannot show when a request left; its "service time" is
     /// enqueue → delivery report.
     pub service_label: &'static str,
+    /// Share of the load generator's cores its threads used over the run; near
+    /// 1.0 the generator itself queues and the latency figures include it.
+    pub generator_cpu: f64,
+    pub warmup_s: f64,
+}
+
+/// CPU seconds (user + system) this process has used: `/proc/self/stat`
+/// fields 14 and 15, in USER_HZ (100 on Linux).
+pub fn process_cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let fields: Vec<&str> = stat.rsplit_once(')').map_or("", |(_, r)| r).split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    (ticks(11) + ticks(12)) as f64 / 100.0
+}
+
+/// The generator's CPU use as a share of its cores since `(cpu, at)`.
+pub fn generator_cpu_since(w: &Workload, cpu: f64, at: Instant) -> f64 {
+    let cores =
+        if w.cores.is_empty() { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { w.cores.len() };
+    (process_cpu_seconds() - cpu) / (at.elapsed().as_secs_f64().max(1e-3) * cores as f64)
 }
 
 impl Outcome {
@@ -460,6 +480,28 @@ impl Outcome {
             mbps,
             self.produce.measured
         );
+        let lag = &self.produce.admit_lag;
+        let run_s = (self.window.as_secs_f64() + self.warmup_s).max(1e-3);
+        let blocked = self.produce.write_blocked_s / run_s;
+        println!(
+            "load generator: {:.0}% CPU of its core(s) (spinning included); admission lag p99 {:.3} ms, max {:.3} ms; blocked writing to the broker {:.0}% of the run",
+            self.generator_cpu * 100.0,
+            report::ms(lag.value_at_percentile(99.0)),
+            report::ms(lag.max()),
+            blocked * 100.0
+        );
+        if !lag.is_empty() && lag.value_at_percentile(99.0) > 1000 {
+            if blocked > 0.1 {
+                eprintln!(
+                    "note: records were admitted late because the broker stopped reading (TCP backpressure {:.0}% of the run): that wait is the broker's, and is in the corrected latency",
+                    blocked * 100.0
+                );
+            } else {
+                eprintln!(
+                    "warning: the load generator fell behind its own schedule (admission lag p99 over 1 ms) without the broker pushing back: its own queueing is in these latencies; give it more cores (--cores) or lower the rate"
+                );
+            }
+        }
     }
 
     pub fn json(&self, w: &Workload, a: &BenchArgs, mode: &str, client: &str) -> Value {
@@ -476,6 +518,7 @@ impl Outcome {
             "lost": self.lost(),
             "errors": self.produce.errors.iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<serde_json::Map<_, _>>(),
             "failures": self.produce.failures,
+            "generator_cpu_utilisation": self.generator_cpu,
         });
         if self.ok() {
             v["throughput"] = json!({
@@ -487,6 +530,8 @@ impl Outcome {
             v["latency_ms"] = percentiles_json(&self.produce.latency);
             v["service_time_ms"] = percentiles_json(&self.produce.service);
             v["service_time_is"] = json!(self.service_label);
+            v["generator_admission_lag_ms"] = percentiles_json(&self.produce.admit_lag);
+            v["generator_write_blocked_s"] = json!(self.produce.write_blocked_s);
             v["histograms"] = json!({
                 "unit": "microseconds",
                 "encoding": "HdrHistogram V2 compressed, base64",
@@ -519,6 +564,7 @@ impl Outcome {
 
 /// One produce run (with a consumer for e2e), with live progress.
 pub fn run_once(w: &Workload, layout: &cluster::Layout, e2e: bool, label: &str) -> Result<Outcome, String> {
+    let (cpu_before, started) = (process_cpu_seconds(), Instant::now());
     let start = Instant::now() + Duration::from_millis(200);
     let clock = Clock::new(start, w.warmup);
     let consumer = if e2e {
@@ -573,7 +619,15 @@ pub fn run_once(w: &Workload, layout: &cluster::Layout, e2e: bool, label: &str) 
             Some(r.stop())
         }
     };
-    Ok(Outcome { produce, consume, window: w.duration, service_label: "service time" })
+    let generator_cpu = generator_cpu_since(w, cpu_before, started);
+    Ok(Outcome {
+        produce,
+        consume,
+        window: w.duration,
+        service_label: "service time",
+        generator_cpu,
+        warmup_s: w.warmup.as_secs_f64(),
+    })
 }
 
 fn progress_elapsed(start: Instant) -> f64 {

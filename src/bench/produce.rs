@@ -244,6 +244,10 @@ struct Sender {
     correlation: i32,
     /// Per lane: the partition position the next request starts at.
     rotation: Vec<usize>,
+    /// Admission time − intended time of measured records, µs.
+    admit_lag: hdrhistogram::Histogram<u64>,
+    /// Time spent in socket writes (long ones: the broker not reading).
+    write_blocked: Duration,
 }
 
 impl Sender {
@@ -291,6 +295,8 @@ impl Sender {
             next_partition: stream_id as usize,
             order: (0..w.partitions).collect(),
             rotation: vec![0; lanes.len()],
+            admit_lag: super::measure::histogram(),
+            write_blocked: Duration::ZERO,
             lanes,
             wake,
             correlation: 0,
@@ -326,6 +332,11 @@ impl Sender {
 
     fn run(mut self) {
         let result = self.run_inner();
+        if let Some((lane, _)) = self.lanes.first() {
+            let mut c = lane.counts.lock().expect("counts lock");
+            c.admit_lag.add(&self.admit_lag).expect("same bounds");
+            c.write_blocked_s += self.write_blocked.as_secs_f64();
+        }
         if let Err(e) = result {
             if let Some((lane, _)) = self.lanes.first() {
                 lane.counts.lock().expect("counts lock").failures.push(e);
@@ -370,6 +381,9 @@ impl Sender {
                             break;
                         }
                         self.schedule.as_mut().expect("checked").advance();
+                        if t >= self.clock.measure_from {
+                            record(&mut self.admit_lag, (now - t).as_micros() as u64, 1);
+                        }
                         self.admit(t);
                     }
                 }
@@ -504,7 +518,10 @@ impl Sender {
                 batches,
             });
             lane.counts.lock().expect("counts lock").sent += count;
-            if let Err(e) = cluster::write_frame(stream, &frame) {
+            let writing = Instant::now();
+            let written = cluster::write_frame(stream, &frame);
+            self.write_blocked += writing.elapsed();
+            if let Err(e) = written {
                 lane.broken.store(true, Ordering::SeqCst);
                 return Err(format!("{}: sending a produce request: {e}", lane.addr));
             }

@@ -64,6 +64,7 @@ impl ProducerContext for Context {
 
 pub fn run(w: &Workload, bootstrap: &str) -> Result<Outcome, String> {
     let counts = Arc::new(Mutex::new(ProduceCounts::default()));
+    let (cpu_before, started) = (super::process_cpu_seconds(), Instant::now());
     let start = Instant::now() + Duration::from_millis(500);
     let clock = Clock::new(start, w.warmup);
     let acks = if w.acks == -1 { "all".to_string() } else { w.acks.to_string() };
@@ -177,5 +178,14 @@ pub fn run(w: &Workload, bootstrap: &str) -> Result<Outcome, String> {
     }
     drop(producer);
     let produce = std::mem::take(&mut *counts.lock().expect("counts lock"));
-    Ok(Outcome { produce, consume: None, window: w.duration, service_label: "service (enqueue→ack)" })
+    // librdkafka's own threads are not pinned: this is the whole process.
+    let generator_cpu = super::generator_cpu_since(w, cpu_before, started);
+    Ok(Outcome {
+        produce,
+        consume: None,
+        window: w.duration,
+        service_label: "service (enqueue→ack)",
+        generator_cpu,
+        warmup_s: w.warmup.as_secs_f64(),
+    })
 }

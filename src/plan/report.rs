@@ -151,19 +151,31 @@ pub fn render(w: &Workload, plan: &Plan, inputs: &Inputs) -> Result<Rendered, St
         .collect();
     let utilisation: Vec<[String; 2]> =
         plan.utilisation.iter().map(|(r, u)| [r.label().to_string(), format!("{:.0}%", u * 100.0)]).collect();
-    let summary = format!(
-        "{} machine{} of this shape carry {} MB/s peak ingress at the end of the horizon ({} MB/s today); the limiting resource is {}{}.",
-        plan.machines,
-        if plan.machines == 1 { "" } else { "s" },
-        num(plan.peak_at_horizon),
-        w.ingress_peak_mb_per_s,
-        plan.limit.label(),
-        if plan.limit == Resource::Cpu && plan.latency_bound { " — the latency objective, not throughput" } else { "" }
-    ) + &if plan.missing.is_empty() {
-        String::new()
+    let cpu_unsized = plan.lines.iter().any(|l| l.resource == Resource::Cpu && l.need.is_none());
+    let mut summary = if plan.limit == Resource::Cpu && cpu_unsized && plan.shard_mb_per_s_at_objective.is_none() {
+        format!(
+            "The latency objective (p99 ≤ {} ms) was not met at any measured load on this hardware, so no number of machines of this shape is known to meet it; the other resources alone need {} machine{}.",
+            w.latency_objective_p99_ms,
+            plan.machines,
+            if plan.machines == 1 { "" } else { "s" }
+        )
     } else {
-        format!(" Incomplete: {} measurement(s) missing, so resources that need them are not sized (see below).", plan.missing.len())
+        format!(
+            "{} machine{} of this shape carry {} MB/s peak ingress at the end of the horizon ({} MB/s today); the limiting resource is {}{}.",
+            plan.machines,
+            if plan.machines == 1 { "" } else { "s" },
+            num(plan.peak_at_horizon),
+            w.ingress_peak_mb_per_s,
+            plan.limit.label(),
+            if plan.limit == Resource::Cpu && plan.latency_bound { " — the latency objective, not throughput" } else { "" }
+        )
     };
+    if !plan.missing.is_empty() {
+        summary += &format!(
+            " Incomplete: {} item(s) missing, so resources that need them are not sized (see below).",
+            plan.missing.len()
+        );
+    }
 
     // HTML.
     let table = |head: &[&str], rows: &[Vec<String>], id: &str| -> String {
