@@ -24,6 +24,11 @@ fn delivery_semantics_hold_their_promises_under_consumer_crashes() {
         .expect("run python3");
     let stdout = String::from_utf8_lossy(&out.stdout);
     eprintln!("{stdout}");
-    assert!(out.status.success(), "semantics harness failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "semantics harness failed:\n{stdout}\n{}\nbroker log:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        broker.log.lock().unwrap().join("\n")
+    );
     assert!(stdout.contains("| exactly-once | 3000 | 12 | 0 | 0 |"), "table:\n{stdout}");
 }
