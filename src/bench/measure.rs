@@ -27,8 +27,8 @@ pub struct ProduceCounts {
     /// How late the generator admitted each measured record after its
     /// intended time: the generator's own lateness, not the broker's.
     pub admit_lag: Histogram<u64>,
-    /// Seconds senders spent blocked writing requests to a broker that was
-    /// not reading them (TCP backpressure).
+    /// Seconds senders spent in socket writes that took 1 ms or more: the
+    /// broker was not reading them (TCP backpressure).
     pub write_blocked_s: f64,
     pub sent: u64,
     pub acked: u64,

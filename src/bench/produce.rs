@@ -520,7 +520,12 @@ impl Sender {
             lane.counts.lock().expect("counts lock").sent += count;
             let writing = Instant::now();
             let written = cluster::write_frame(stream, &frame);
-            self.write_blocked += writing.elapsed();
+            // A write that waits a millisecond or more waited for the broker
+            // to read (a full socket buffer), not for the copy.
+            let took = writing.elapsed();
+            if took >= Duration::from_millis(1) {
+                self.write_blocked += took;
+            }
             if let Err(e) = written {
                 lane.broken.store(true, Ordering::SeqCst);
                 return Err(format!("{}: sending a produce request: {e}", lane.addr));
