@@ -43,6 +43,11 @@ use super::{
 const BACKLOG_LIMIT: usize = 20_000_000;
 
 /// One connection to a partition leader.
+///
+/// Locks here are the load generator's, a client: each is shared by exactly
+/// two threads (a connection's sender and its receiver, plus the progress
+/// line once a second), held for a few field updates, never across I/O. The
+/// broker's data path (src/server, src/shard, src/storage) takes none.
 pub struct Lane {
     pub addr: String,
     /// The sender this connection belongs to (the stamp's stream id).
@@ -66,7 +71,9 @@ struct InFlight {
     batches: Vec<Batch>,
 }
 
-/// Wakes a sender when one of its connections frees a slot.
+/// Wakes a sender when one of its connections frees a slot (a condition
+/// variable: the sender sleeps between intended send times, the receivers
+/// wake it early when an answer frees room).
 #[derive(Default)]
 struct Wake {
     generation: Mutex<u64>,
