@@ -56,7 +56,7 @@ impl ConsumeRun {
     pub fn counts(&self) -> ConsumeCounts {
         let mut total = ConsumeCounts::default();
         for r in &self.readers {
-            merge(&mut total, &r.counts.lock().expect("counts lock"));
+            total.merge(&r.counts.lock().expect("counts lock"));
         }
         total
     }
@@ -84,26 +84,9 @@ impl ConsumeRun {
         }
         let mut total = ConsumeCounts::default();
         for r in &self.readers {
-            merge(&mut total, &r.counts.lock().expect("counts lock"));
+            total.merge(&r.counts.lock().expect("counts lock"));
         }
         total
-    }
-}
-
-fn merge(total: &mut ConsumeCounts, c: &ConsumeCounts) {
-    total.latency.add(&c.latency).expect("same bounds");
-    total.fetch.add(&c.fetch).expect("same bounds");
-    total.so_far.add(&c.so_far).expect("same bounds");
-    total.received += c.received;
-    total.received_bytes += c.received_bytes;
-    total.measured += c.measured;
-    total.measured_bytes += c.measured_bytes;
-    total.duplicated += c.duplicated;
-    total.reordered += c.reordered;
-    total.foreign += c.foreign;
-    total.failures.extend(c.failures.iter().cloned());
-    for (k, a) in &c.streams {
-        total.streams.insert(*k, a.clone());
     }
 }
 

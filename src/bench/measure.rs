@@ -130,6 +130,25 @@ impl Default for ConsumeCounts {
     }
 }
 
+impl ConsumeCounts {
+    pub fn merge(&mut self, c: &ConsumeCounts) {
+        self.latency.add(&c.latency).expect("same bounds");
+        self.fetch.add(&c.fetch).expect("same bounds");
+        self.so_far.add(&c.so_far).expect("same bounds");
+        self.received += c.received;
+        self.received_bytes += c.received_bytes;
+        self.measured += c.measured;
+        self.measured_bytes += c.measured_bytes;
+        self.duplicated += c.duplicated;
+        self.reordered += c.reordered;
+        self.foreign += c.foreign;
+        self.failures.extend(c.failures.iter().cloned());
+        for (k, a) in &c.streams {
+            self.streams.insert(*k, a.clone());
+        }
+    }
+}
+
 /// The sequence numbers seen from one (stream, partition): everything
 /// below `next` except `missing`.
 #[derive(Debug, Default, Clone)]

@@ -17,6 +17,7 @@ pub mod cluster;
 pub mod consume;
 pub mod measure;
 pub mod payload;
+pub mod plot;
 pub mod produce;
 #[cfg(feature = "rdkafka-client")]
 pub mod rdkafka;

@@ -55,7 +55,11 @@ pub struct Lane {
     /// Value bytes per record (throughput counts payload, not framing).
     record_size: usize,
     partitions: Vec<i32>,
+    /// Client side, off any broker path: written by this connection's
+    /// receiver (or sender for acks=0), read once a second for progress.
     pub counts: Mutex<ProduceCounts>,
+    /// Client side: the sender pushes a request before writing it, the
+    /// receiver pops it when its answer arrives (answers come in order).
     queue: Mutex<VecDeque<InFlight>>,
     in_flight: AtomicUsize,
     broken: AtomicBool,
@@ -76,6 +80,7 @@ struct InFlight {
 /// wake it early when an answer frees room).
 #[derive(Default)]
 struct Wake {
+    /// Client side: guards only the wake-up counter the condvar waits on.
     generation: Mutex<u64>,
     cv: Condvar,
 }

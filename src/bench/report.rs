@@ -159,11 +159,7 @@ pub fn percentile_plot(path: &Path, title: &str, series: &[(&str, &Histogram<u64
     let root = SVGBackend::new(path, (900, 540)).into_drawing_area();
     let fail = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
     root.fill(&WHITE).map_err(|e| fail(&e))?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 18))
-        .margin(16)
-        .x_label_area_size(42)
-        .y_label_area_size(64)
+    let mut chart = crate::bench::plot::frame(&root, title)
         .build_cartesian_2d(0f64..max_nines, (lo..hi).log_scale())
         .map_err(|e| fail(&e))?;
     chart
@@ -182,15 +178,9 @@ pub fn percentile_plot(path: &Path, title: &str, series: &[(&str, &Histogram<u64
             .draw_series(LineSeries::new(pts, color.stroke_width(2)))
             .map_err(|e| fail(&e))?
             .label(name)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+            .legend(crate::bench::plot::swatch(color.stroke_width(2).into()));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|e| fail(&e))?;
+    crate::bench::plot::legend(&mut chart)?;
     root.present().map_err(|e| fail(&e))
 }
 
@@ -224,11 +214,7 @@ pub fn sweep_plot(path: &Path, title: &str, points: &[SweepPoint], saturation: O
     let (lo, hi) = if lo > hi { (0.01, 1.0) } else { (lo / 1.5, hi * 1.5) };
     let root = SVGBackend::new(path, (900, 540)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| fail(&e))?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 18))
-        .margin(16)
-        .x_label_area_size(42)
-        .y_label_area_size(64)
+    let mut chart = crate::bench::plot::frame(&root, title)
         .build_cartesian_2d(0f64..xmax, (lo..hi).log_scale())
         .map_err(|e| fail(&e))?;
     chart
@@ -247,7 +233,7 @@ pub fn sweep_plot(path: &Path, title: &str, points: &[SweepPoint], saturation: O
             .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
             .map_err(|e| fail(&e))?
             .label(name)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+            .legend(crate::bench::plot::swatch(color.stroke_width(2).into()));
         chart.draw_series(pts.into_iter().map(|p| Circle::new(p, 3, color.filled()))).map_err(|e| fail(&e))?;
     }
     if let Some(x) = saturation {
@@ -255,15 +241,9 @@ pub fn sweep_plot(path: &Path, title: &str, points: &[SweepPoint], saturation: O
             .draw_series(std::iter::once(PathElement::new(vec![(x, lo), (x, hi)], BLACK.stroke_width(2))))
             .map_err(|e| fail(&e))?
             .label(format!("saturation ≈ {x:.0} msg/s"))
-            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.stroke_width(2)));
+            .legend(crate::bench::plot::swatch(BLACK.stroke_width(2).into()));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|e| fail(&e))?;
+    crate::bench::plot::legend(&mut chart)?;
     root.present().map_err(|e| fail(&e))
 }
 

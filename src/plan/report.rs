@@ -306,11 +306,7 @@ fn latency_plot(w: &Workload, plan: &Plan, sweep: Option<&SweepSource>) -> Resul
             let xmax = steps.iter().map(|s| s.0).fold(plan.operating_point_mb_per_s.unwrap_or(0.0), f64::max) * 1.1;
             let ys = steps.iter().flat_map(|s| [s.1, s.2, s.3]).chain([w.latency_objective_p99_ms]);
             let (lo, hi) = ys.fold((f64::MAX, f64::MIN), |(lo, hi), y| (lo.min(y.max(0.001)), hi.max(y)));
-            let mut chart = ChartBuilder::on(&root)
-                .caption("one shard: produce latency against throughput", ("sans-serif", 18))
-                .margin(14)
-                .x_label_area_size(40)
-                .y_label_area_size(60)
+            let mut chart = crate::bench::plot::frame(&root, "one shard: produce latency against throughput")
                 .build_cartesian_2d(0f64..xmax.max(1.0), (lo / 1.5..hi * 1.5).log_scale())
                 .map_err(|e| fail(&e))?;
             chart
@@ -328,7 +324,7 @@ fn latency_plot(w: &Workload, plan: &Plan, sweep: Option<&SweepSource>) -> Resul
                     .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
                     .map_err(|e| fail(&e))?
                     .label(name)
-                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+                    .legend(crate::bench::plot::swatch(color.stroke_width(2).into()));
                 chart.draw_series(pts.into_iter().map(|p| Circle::new(p, 3, color.filled()))).map_err(|e| fail(&e))?;
             }
             let objective = w.latency_objective_p99_ms;
@@ -339,7 +335,7 @@ fn latency_plot(w: &Workload, plan: &Plan, sweep: Option<&SweepSource>) -> Resul
                 )))
                 .map_err(|e| fail(&e))?
                 .label(format!("objective p99 ≤ {objective} ms"))
-                .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK));
+                .legend(crate::bench::plot::swatch(BLACK.into()));
             if let Some(op) = plan.operating_point_mb_per_s {
                 chart
                     .draw_series(std::iter::once(PathElement::new(
@@ -348,15 +344,9 @@ fn latency_plot(w: &Workload, plan: &Plan, sweep: Option<&SweepSource>) -> Resul
                     )))
                     .map_err(|e| fail(&e))?
                     .label(format!("planned operating point {} MB/s", num(op)))
-                    .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], GREEN.stroke_width(2)));
+                    .legend(crate::bench::plot::swatch(GREEN.stroke_width(2).into()));
             }
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::UpperLeft)
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK)
-                .draw()
-                .map_err(|e| fail(&e))?;
+            crate::bench::plot::legend(&mut chart)?;
         }
         root.present().map_err(|e| fail(&e))?;
     }
@@ -382,11 +372,7 @@ fn capacity_plot(w: &Workload, plan: &Plan) -> Result<String, String> {
                 let installed = plan.machines as f64 * f64::from(w.machine.disks) * w.machine.disk_capacity_gb / 1000.0;
                 let usable = installed * (1.0 - w.headroom);
                 let ymax = need(months).max(installed) * 1.15;
-                let mut chart = ChartBuilder::on(&root)
-                    .caption("disk capacity over the horizon", ("sans-serif", 18))
-                    .margin(14)
-                    .x_label_area_size(40)
-                    .y_label_area_size(60)
+                let mut chart = crate::bench::plot::frame(&root, "disk capacity over the horizon")
                     .build_cartesian_2d(0f64..months, 0f64..ymax)
                     .map_err(|e| fail(&e))?;
                 chart.configure_mesh().x_desc("months from now").y_desc("TB").draw().map_err(|e| fail(&e))?;
@@ -395,7 +381,7 @@ fn capacity_plot(w: &Workload, plan: &Plan) -> Result<String, String> {
                     .draw_series(LineSeries::new(pts, RED.stroke_width(2)))
                     .map_err(|e| fail(&e))?
                     .label("needed (retention × ingress, growing)")
-                    .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], RED.stroke_width(2)));
+                    .legend(crate::bench::plot::swatch(RED.stroke_width(2).into()));
                 chart
                     .draw_series(std::iter::once(PathElement::new(
                         vec![(0.0, installed), (months, installed)],
@@ -403,7 +389,7 @@ fn capacity_plot(w: &Workload, plan: &Plan) -> Result<String, String> {
                     )))
                     .map_err(|e| fail(&e))?
                     .label(format!("installed: {} machines", plan.machines))
-                    .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLUE.stroke_width(2)));
+                    .legend(crate::bench::plot::swatch(BLUE.stroke_width(2).into()));
                 chart
                     .draw_series(std::iter::once(PathElement::new(
                         vec![(0.0, usable), (months, usable)],
@@ -411,14 +397,8 @@ fn capacity_plot(w: &Workload, plan: &Plan) -> Result<String, String> {
                     )))
                     .map_err(|e| fail(&e))?
                     .label("installed within headroom")
-                    .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLUE.mix(0.5)));
-                chart
-                    .configure_series_labels()
-                    .position(SeriesLabelPosition::UpperLeft)
-                    .background_style(WHITE.mix(0.85))
-                    .border_style(BLACK)
-                    .draw()
-                    .map_err(|e| fail(&e))?;
+                    .legend(crate::bench::plot::swatch(BLUE.mix(0.5).into()));
+                crate::bench::plot::legend(&mut chart)?;
             }
         }
         root.present().map_err(|e| fail(&e))?;

@@ -7,6 +7,14 @@
 //! time; syncs are serialised by a sync permit, and every durable appender
 //! queued behind a running `fdatasync` is covered by the next one: that is the
 //! group commit. No `RefCell` borrow is held across an `.await`.
+//!
+//! Reading order: `LogStats` and `ReadSlice` (what callers see), `LogState`
+//! (segments, cache, producers), then `PartitionLog`: `open`, accessors,
+//! `append` → `flush_pending` → `write_run` → `commit_batch` (the write path), `sync_through`
+//! (group commit), `roll`/`seal_active`/`write_checkpoint`, producer state
+//! rebuild, `read` (cache, active segment by direct read, sealed segments
+//! by sendfile range), `offset_for_timestamp`, `enforce_retention`; the
+//! free functions at the end walk batch headers in segment files.
 
 use std::{
     cell::{Cell, RefCell},
