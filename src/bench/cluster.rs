@@ -232,17 +232,52 @@ pub fn write_frame(stream: &mut TcpStream, frame: &[u8]) -> std::io::Result<()> 
 pub fn read_response<R: Decodable>(stream: &mut TcpStream, key: ApiKey, version: i16) -> Result<(i32, R), String> {
     let mut len = [0u8; 4];
     stream.read_exact(&mut len).map_err(|e| format!("reading a {key:?} answer: {e}"))?;
+    let mut buf = vec![0u8; frame_len(len, key)?];
+    stream.read_exact(&mut buf).map_err(|e| format!("reading a {key:?} answer: {e}"))?;
+    decode_response(buf, key, version)
+}
+
+/// `read_response` for the load cores' non-blocking sockets.
+pub async fn read_response_async<R: Decodable>(
+    stream: &mut (impl futures_lite::AsyncRead + Unpin),
+    key: ApiKey,
+    version: i16,
+) -> Result<(i32, R), String> {
+    use futures_lite::AsyncReadExt;
+    let mut len = [0u8; 4];
+    stream.read_exact(&mut len).await.map_err(|e| format!("reading a {key:?} answer: {e}"))?;
+    let mut buf = vec![0u8; frame_len(len, key)?];
+    stream.read_exact(&mut buf).await.map_err(|e| format!("reading a {key:?} answer: {e}"))?;
+    decode_response(buf, key, version)
+}
+
+/// `write_frame` for the load cores' non-blocking sockets.
+pub async fn write_frame_async(
+    stream: &mut (impl futures_lite::AsyncWrite + Unpin),
+    frame: &[u8],
+) -> std::io::Result<()> {
+    futures_lite::AsyncWriteExt::write_all(stream, frame).await
+}
+
+fn frame_len(len: [u8; 4], key: ApiKey) -> Result<usize, String> {
     let len = i32::from_be_bytes(len);
     if !(0..=256 << 20).contains(&len) {
         return Err(format!("a {key:?} answer claims {len} bytes"));
     }
-    let mut buf = vec![0u8; len as usize];
-    stream.read_exact(&mut buf).map_err(|e| format!("reading a {key:?} answer: {e}"))?;
+    Ok(len as usize)
+}
+
+fn decode_response<R: Decodable>(buf: Vec<u8>, key: ApiKey, version: i16) -> Result<(i32, R), String> {
     let mut bytes = Bytes::from(buf);
     let header = ResponseHeader::decode(&mut bytes, key.response_header_version(version))
         .map_err(|e| format!("{key:?} answer header: {e}"))?;
     let body = R::decode(&mut bytes, version).map_err(|e| format!("{key:?} v{version} answer: {e}"))?;
     Ok((header.correlation_id, body))
+}
+
+/// Hands a connected socket to the load core's executor (call it there).
+pub fn to_glommio(stream: TcpStream) -> glommio::net::TcpStream {
+    glommio::net::TcpStream::from(socket2::Socket::from(stream))
 }
 
 pub fn connect(addr: &str) -> Result<TcpStream, String> {

@@ -1,16 +1,16 @@
-//! The consuming side: one fetching thread per partition leader, reading
-//! every partition from a start offset, timing each record from its
+//! The consuming side: one fetching task per partition leader, on the
+//! first load core's event loop (`engine`), reading every partition from a
+//! start offset, timing each record from its
 //! intended send time (end to end) and checking that every record arrives
 //! once and in order.
 
 use std::{
     collections::BTreeMap,
-    net::TcpStream,
     sync::{
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicBool, AtomicUsize, Ordering},
         Arc, Mutex,
     },
-    time::Instant,
+    time::{Duration, Instant},
 };
 
 use kafka_protocol::{
@@ -23,9 +23,9 @@ use kafka_protocol::{
 
 use super::{
     cluster::{self, Layout},
+    engine::Job,
     measure::{record, Arrival, ConsumeCounts},
     payload::Stamp,
-    produce::pin,
     Clock,
 };
 use crate::protocol::record_batch::{read_records, BatchHeader};
@@ -39,6 +39,9 @@ pub enum Check {
     Offsets,
 }
 
+/// What the progress line and the final tally read of one fetcher. The
+/// locks are the load generator's (client side): taken by the fetcher on
+/// its load core and by the main thread once a second, never across I/O.
 pub struct Reader {
     pub addr: String,
     pub counts: Mutex<ConsumeCounts>,
@@ -47,7 +50,8 @@ pub struct Reader {
 
 pub struct ConsumeRun {
     pub readers: Vec<Arc<Reader>>,
-    threads: Vec<std::thread::JoinHandle<()>>,
+    /// Fetchers still running; each counts itself out when it ends.
+    left: Arc<AtomicUsize>,
     stop: Arc<AtomicBool>,
     end: Option<BTreeMap<i32, i64>>,
 }
@@ -74,13 +78,16 @@ impl ConsumeRun {
     }
 
     pub fn is_finished(&self) -> bool {
-        self.threads.iter().all(|t| t.is_finished())
+        self.left.load(Ordering::SeqCst) == 0
     }
 
+    /// Stops the fetchers (each ends after its current long poll) and
+    /// returns what they saw.
     pub fn stop(self) -> ConsumeCounts {
         self.stop.store(true, Ordering::SeqCst);
-        for t in self.threads {
-            let _ = t.join();
+        let deadline = Instant::now() + STOP_WAIT;
+        while !self.is_finished() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
         }
         let mut total = ConsumeCounts::default();
         for r in &self.readers {
@@ -90,9 +97,26 @@ impl ConsumeRun {
     }
 }
 
-/// Starts reading `topic` from `start` (partition → offset), up to `end`
-/// when given.
-pub fn start(
+/// A fetcher ends within one long poll of being told to stop; this bounds
+/// the wait for one whose broker stopped answering.
+const STOP_WAIT: Duration = Duration::from_secs(5);
+
+/// The fetch long poll: short, so a stop is seen quickly.
+const FETCH_MAX_WAIT_MS: i32 = 100;
+
+/// Counts a fetcher out of `left` when it is dropped.
+struct FetcherAlive(Arc<AtomicUsize>);
+
+impl Drop for FetcherAlive {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Connects to every leader and returns the run with one job per leader
+/// for a load core (`engine::start`), reading `topic` from `start`
+/// (partition → offset), up to `end` when given.
+pub fn plan(
     topic: &str,
     layout: &Layout,
     start: BTreeMap<i32, i64>,
@@ -100,12 +124,13 @@ pub fn start(
     check: Check,
     partition_max_bytes: i32,
     clock: Clock,
-    core: Option<usize>,
-) -> Result<ConsumeRun, String> {
+) -> Result<(ConsumeRun, Vec<Job>), String> {
     let stop = Arc::new(AtomicBool::new(false));
+    let leaders = layout.by_leader();
+    let left = Arc::new(AtomicUsize::new(leaders.len()));
     let mut readers = Vec::new();
-    let mut threads = Vec::new();
-    for (addr, partitions) in layout.by_leader() {
+    let mut jobs: Vec<Job> = Vec::new();
+    for (addr, partitions) in leaders {
         let stream = cluster::connect(&addr)?;
         let positions: BTreeMap<i32, i64> =
             partitions.iter().map(|p| (*p, start.get(p).copied().unwrap_or(0))).collect();
@@ -114,35 +139,34 @@ pub fn start(
             counts: Mutex::new(ConsumeCounts::default()),
             positions: Mutex::new(positions),
         });
-        let fetcher = Fetcher {
-            reader: reader.clone(),
-            stream,
-            topic: TopicName(StrBytes::from_string(topic.to_string())),
-            version: layout.versions.fetch,
-            check,
-            partition_max_bytes,
-            clock,
-            stop: stop.clone(),
-            end: end.clone(),
-            last_offset: BTreeMap::new(),
-        };
-        threads.push(
-            std::thread::Builder::new()
-                .name("bench-fetch".into())
-                .spawn(move || {
-                    pin(core);
-                    fetcher.run()
-                })
-                .map_err(|e| e.to_string())?,
-        );
-        readers.push(reader);
+        readers.push(reader.clone());
+        let (topic, version, stop, end) = (topic.to_string(), layout.versions.fetch, stop.clone(), end.clone());
+        let alive = FetcherAlive(left.clone());
+        jobs.push(Box::new(move || {
+            Box::pin(async move {
+                let _alive = alive;
+                let fetcher = Fetcher {
+                    reader,
+                    stream: cluster::to_glommio(stream),
+                    topic: TopicName(StrBytes::from_string(topic)),
+                    version,
+                    check,
+                    partition_max_bytes,
+                    clock,
+                    stop,
+                    end,
+                    last_offset: BTreeMap::new(),
+                };
+                fetcher.run().await
+            })
+        }));
     }
-    Ok(ConsumeRun { readers, threads, stop, end })
+    Ok((ConsumeRun { readers, left, stop, end }, jobs))
 }
 
 struct Fetcher {
     reader: Arc<Reader>,
-    stream: TcpStream,
+    stream: glommio::net::TcpStream,
     topic: TopicName,
     version: i16,
     check: Check,
@@ -155,13 +179,13 @@ struct Fetcher {
 }
 
 impl Fetcher {
-    fn run(mut self) {
-        if let Err(e) = self.run_inner() {
+    async fn run(mut self) {
+        if let Err(e) = self.run_inner().await {
             self.reader.counts.lock().expect("counts lock").failures.push(format!("{}: {e}", self.reader.addr));
         }
     }
 
-    fn run_inner(&mut self) -> Result<(), String> {
+    async fn run_inner(&mut self) -> Result<(), String> {
         let mut correlation = 0i32;
         while !self.stop.load(Ordering::SeqCst) {
             let positions = self.reader.positions.lock().expect("positions lock").clone();
@@ -189,7 +213,7 @@ impl Fetcher {
                 .collect();
             let mut req = FetchRequest::default();
             req.replica_id = BrokerId(-1);
-            req.max_wait_ms = 100;
+            req.max_wait_ms = FETCH_MAX_WAIT_MS;
             req.min_bytes = 1;
             req.max_bytes = 50 << 20;
             req.session_epoch = -1;
@@ -197,9 +221,9 @@ impl Fetcher {
             correlation = correlation.wrapping_add(1);
             let frame = cluster::frame(ApiKey::Fetch, self.version, correlation, &req)?;
             let asked = Instant::now();
-            cluster::write_frame(&mut self.stream, &frame).map_err(|e| format!("sending a fetch: {e}"))?;
+            cluster::write_frame_async(&mut self.stream, &frame).await.map_err(|e| format!("sending a fetch: {e}"))?;
             let (got, resp): (i32, FetchResponse) =
-                cluster::read_response(&mut self.stream, ApiKey::Fetch, self.version)?;
+                cluster::read_response_async(&mut self.stream, ApiKey::Fetch, self.version).await?;
             let at = Instant::now();
             if got != correlation {
                 return Err(format!("fetch answer {got} where {correlation} was due"));

@@ -15,6 +15,7 @@
 pub mod baseline;
 pub mod cluster;
 pub mod consume;
+pub mod engine;
 pub mod measure;
 pub mod payload;
 pub mod plot;
@@ -568,14 +569,18 @@ pub fn run_once(w: &Workload, layout: &cluster::Layout, e2e: bool, label: &str) 
     let (cpu_before, started) = (process_cpu_seconds(), Instant::now());
     let start = Instant::now() + Duration::from_millis(200);
     let clock = Clock::new(start, w.warmup);
+    let (producer, mut jobs) = produce::plan(w, layout, clock)?;
+    // End to end, the fetchers share the first load core's event loop.
     let consumer = if e2e {
         let from = cluster::offsets(layout, &w.topic, -1)?;
-        let core = w.cores.first().copied();
-        Some(consume::start(&w.topic, layout, from, None, consume::Check::Stamps { run: w.run }, 1 << 20, clock, core)?)
+        let (reader, fetchers) =
+            consume::plan(&w.topic, layout, from, None, consume::Check::Stamps { run: w.run }, 1 << 20, clock)?;
+        jobs[0].extend(fetchers);
+        Some(reader)
     } else {
         None
     };
-    let producer = produce::start(w, layout, clock)?;
+    let cores = engine::start(&w.cores, jobs)?;
     let total = (w.warmup + w.duration).as_secs_f64();
     let mut progress = Progress::new();
     let what = format!("{label} {}", if e2e { "e2e" } else { "produce" });
@@ -602,7 +607,7 @@ pub fn run_once(w: &Workload, layout: &cluster::Layout, e2e: bool, label: &str) 
         );
     }
     progress.finish();
-    let produce = producer.join();
+    let mut produce = producer.counts();
     let consume = match consumer {
         None => None,
         Some(r) => {
@@ -620,6 +625,9 @@ pub fn run_once(w: &Workload, layout: &cluster::Layout, e2e: bool, label: &str) 
             Some(r.stop())
         }
     };
+    if let Err(e) = cores.join() {
+        produce.failures.push(e);
+    }
     let generator_cpu = generator_cpu_since(w, cpu_before, started);
     Ok(Outcome {
         produce,
@@ -658,16 +666,9 @@ fn run_consume(w: &Workload, layout: &cluster::Layout, a: &BenchArgs) -> Result<
     }
     let start = Instant::now();
     let clock = Clock::new(start, Duration::ZERO);
-    let reader = consume::start(
-        &w.topic,
-        layout,
-        from,
-        Some(to),
-        consume::Check::Offsets,
-        a.fetch_bytes,
-        clock,
-        w.cores.first().copied(),
-    )?;
+    let (reader, jobs) =
+        consume::plan(&w.topic, layout, from, Some(to), consume::Check::Offsets, a.fetch_bytes, clock)?;
+    let cores = engine::start(&w.cores, vec![jobs])?;
     let mut progress = Progress::new();
     let limit = w.duration.as_secs_f64();
     while !reader.caught_up() && !reader.failed() && progress_elapsed(start) < limit {
@@ -687,7 +688,10 @@ fn run_consume(w: &Workload, layout: &cluster::Layout, a: &BenchArgs) -> Result<
     }
     progress.finish();
     let elapsed = progress_elapsed(start);
-    let c = reader.stop();
+    let mut c = reader.stop();
+    if let Err(e) = cores.join() {
+        c.failures.push(e);
+    }
     let lost = (expected as u64).saturating_sub(c.received - c.duplicated);
     let ok = c.failures.is_empty() && c.duplicated == 0 && lost == 0;
     let verdict = format!(

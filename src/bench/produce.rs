@@ -2,21 +2,24 @@
 //! over pipelined connections, and one receiver per connection timing the
 //! acknowledgements.
 //!
-//! Each sender thread owns a share of the rate and a set of connections
-//! (`--connections` per partition leader). It admits records at their
-//! intended times, groups each partition's due records into a batch (up to
-//! `--batch-bytes`, waiting at most `--linger`), and sends one Produce
-//! request per connection holding every ready partition's batch, with at
-//! most `--max-in-flight` unanswered requests per connection. Records due
-//! while a connection is full wait in memory — and their wait counts in
-//! their latency.
+//! Each sender owns a share of the rate and a set of connections
+//! (`--connections` per partition leader), and runs with its connections'
+//! receivers as tasks of one event loop on its load core (`engine`). It
+//! admits records at their intended times, groups each partition's due
+//! records into a batch (up to `--batch-bytes`, waiting at most `--linger`),
+//! and sends one Produce request per connection holding every ready
+//! partition's batch, with at most `--max-in-flight` unanswered requests per
+//! connection. Records due while a connection is full wait in memory — and
+//! their wait counts in their latency.
 
 use std::{
+    cell::{Cell, RefCell},
     collections::VecDeque,
     net::TcpStream,
+    rc::Rc,
     sync::{
-        atomic::{AtomicBool, AtomicUsize, Ordering},
-        Arc, Condvar, Mutex,
+        atomic::{AtomicUsize, Ordering},
+        Arc, Mutex,
     },
     time::{Duration, Instant},
 };
@@ -32,6 +35,7 @@ use kafka_protocol::{
 
 use super::{
     cluster::{self, Layout},
+    engine::{Job, Notify},
     measure::{record, ProduceCounts},
     payload::{key_text, partition_for_key, BatchBuilder, Pending},
     schedule::Schedule,
@@ -42,28 +46,30 @@ use super::{
 /// behind; the run stops and is reported as failed rather than eat memory.
 const BACKLOG_LIMIT: usize = 20_000_000;
 
-/// One connection to a partition leader.
+/// What the progress line and the final tally read of one connection.
 ///
-/// Locks here are the load generator's, a client: each is shared by exactly
-/// two threads (a connection's sender and its receiver, plus the progress
-/// line once a second), held for a few field updates, never across I/O. The
+/// The lock is the load generator's, a client: taken by this connection's
+/// receiver (or its sender for acks=0) on its load core and by the progress
+/// line once a second, held for a few field updates, never across I/O. The
 /// broker's data path (src/server, src/shard, src/storage) takes none.
 pub struct Lane {
     pub addr: String,
+    pub counts: Mutex<ProduceCounts>,
+}
+
+/// One connection to a partition leader, as its load core sees it.
+struct Conn {
+    lane: Arc<Lane>,
     /// The sender this connection belongs to (the stamp's stream id).
     stream: u32,
     /// Value bytes per record (throughput counts payload, not framing).
     record_size: usize,
     partitions: Vec<i32>,
-    /// Client side, off any broker path: written by this connection's
-    /// receiver (or sender for acks=0), read once a second for progress.
-    pub counts: Mutex<ProduceCounts>,
-    /// Client side: the sender pushes a request before writing it, the
-    /// receiver pops it when its answer arrives (answers come in order).
-    queue: Mutex<VecDeque<InFlight>>,
-    in_flight: AtomicUsize,
-    broken: AtomicBool,
-    done: AtomicBool,
+    /// Requests written and not yet answered, oldest first (answers come in
+    /// order): pushed by the sender, popped by the receiver.
+    queue: RefCell<VecDeque<InFlight>>,
+    broken: Cell<bool>,
+    done: Cell<bool>,
 }
 
 /// One partition's records in a request: (partition, records, bytes).
@@ -75,55 +81,22 @@ struct InFlight {
     batches: Vec<Batch>,
 }
 
-/// Wakes a sender when one of its connections frees a slot (a condition
-/// variable: the sender sleeps between intended send times, the receivers
-/// wake it early when an answer frees room).
-#[derive(Default)]
-struct Wake {
-    /// Client side: guards only the wake-up counter the condvar waits on.
-    generation: Mutex<u64>,
-    cv: Condvar,
-}
-
-impl Wake {
-    fn notify(&self) {
-        *self.generation.lock().expect("wake lock") += 1;
-        self.cv.notify_all();
-    }
-
-    fn generation(&self) -> u64 {
-        *self.generation.lock().expect("wake lock")
-    }
-
-    /// Sleeps until `deadline` or a notification after `seen`.
-    fn wait(&self, seen: u64, deadline: Option<Instant>) {
-        let now = Instant::now();
-        let timeout = match deadline {
-            Some(d) if d <= now => return,
-            Some(d) => d - now,
-            None => Duration::from_millis(50),
-        };
-        // Short waits spin (a condition variable oversleeps by tens of µs),
-        // yielding so the receivers pinned to the same core still run.
-        if timeout < Duration::from_micros(60) {
-            while Instant::now() < deadline.expect("short waits have a deadline") {
-                std::thread::yield_now();
-            }
-            return;
-        }
-        let guard = self.generation.lock().expect("wake lock");
-        if *guard != seen {
-            return;
-        }
-        let _ = self.cv.wait_timeout(guard, timeout - Duration::from_micros(50)).expect("wake lock");
-    }
-}
-
 /// A running produce workload.
 pub struct ProduceRun {
     pub lanes: Vec<Arc<Lane>>,
-    threads: Vec<std::thread::JoinHandle<()>>,
+    /// Senders still running; each counts itself out when it ends (or its
+    /// executor unwinds).
+    senders_left: Arc<AtomicUsize>,
     pub expected: u64,
+}
+
+/// Counts a sender out of `senders_left` when it is dropped.
+struct SenderAlive(Arc<AtomicUsize>);
+
+impl Drop for SenderAlive {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl ProduceRun {
@@ -136,36 +109,22 @@ impl ProduceRun {
         total
     }
 
+    /// Every sender has ended, and with it its receivers' work.
     pub fn is_finished(&self) -> bool {
-        self.threads.iter().all(|t| t.is_finished())
-    }
-
-    pub fn join(self) -> ProduceCounts {
-        for t in self.threads {
-            if t.join().is_err() {
-                // A panicking thread is a bug in this tool; say so in the result.
-                if let Some(lane) = self.lanes.first() {
-                    lane.counts.lock().expect("counts lock").failures.push("a load thread panicked".into());
-                }
-            }
-        }
-        let mut total = ProduceCounts::default();
-        for lane in &self.lanes {
-            total.merge(&lane.counts.lock().expect("counts lock"));
-        }
-        total
+        self.senders_left.load(Ordering::SeqCst) == 0
     }
 }
 
-/// Opens the connections and starts the senders; the schedule starts at
+/// Opens the connections and returns the run with one job per sender, the
+/// i-th for load core i (`engine::start`); the schedule starts at
 /// `clock.start`.
-pub fn start(w: &Workload, layout: &Layout, clock: Clock) -> Result<ProduceRun, String> {
+pub fn plan(w: &Workload, layout: &Layout, clock: Clock) -> Result<(ProduceRun, Vec<Vec<Job>>), String> {
     let senders = w.cores.len().max(1);
+    let senders_left = Arc::new(AtomicUsize::new(senders));
     let mut lanes = Vec::new();
-    let mut threads = Vec::new();
+    let mut jobs = Vec::new();
     let mut expected = 0;
     for s in 0..senders {
-        let wake = Arc::new(Wake::default());
         let mut mine = Vec::new();
         for (addr, partitions) in layout.by_leader() {
             for c in 0..w.connections.max(1) {
@@ -174,51 +133,37 @@ pub fn start(w: &Workload, layout: &Layout, clock: Clock) -> Result<ProduceRun, 
                     continue;
                 }
                 let stream = cluster::connect(&addr)?;
-                let lane = Arc::new(Lane {
-                    addr: addr.clone(),
-                    stream: s as u32,
-                    record_size: w.record_size,
-                    partitions: parts,
-                    counts: Mutex::new(ProduceCounts::default()),
-                    queue: Mutex::new(VecDeque::new()),
-                    in_flight: AtomicUsize::new(0),
-                    broken: AtomicBool::new(false),
-                    done: AtomicBool::new(false),
-                });
-                if w.acks != 0 {
-                    let reader = stream.try_clone().map_err(|e| format!("{addr}: {e}"))?;
-                    let (lane2, wake2, version) = (lane.clone(), wake.clone(), layout.versions.produce);
-                    let core = w.cores.get(s).copied();
-                    threads.push(
-                        std::thread::Builder::new()
-                            .name(format!("bench-ack-{s}"))
-                            .spawn(move || {
-                                pin(core);
-                                receive(&lane2, reader, version, &wake2, clock)
-                            })
-                            .map_err(|e| e.to_string())?,
-                    );
-                }
+                let lane = Arc::new(Lane { addr: addr.clone(), counts: Mutex::new(ProduceCounts::default()) });
                 lanes.push(lane.clone());
-                mine.push((lane, stream));
+                mine.push((lane, parts, stream));
             }
         }
-        let sender = Sender::new(w, layout, s as u32, senders, mine, wake, clock);
-        expected += sender.expected();
-        let core = w.cores.get(s).copied();
-        threads.push(
-            std::thread::Builder::new()
-                .name(format!("bench-send-{s}"))
-                .spawn(move || {
-                    pin(core);
-                    sender.run()
-                })
-                .map_err(|e| e.to_string())?,
-        );
+        expected += schedule(w, clock, s as u32, senders).as_ref().map_or(0, Schedule::expected_count);
+        let (w, layout, alive) = (w.clone(), layout.clone(), SenderAlive(senders_left.clone()));
+        let job: Job = Box::new(move || {
+            Box::pin(async move {
+                let _alive = alive;
+                match Sender::new(&w, &layout, s as u32, senders, mine, clock) {
+                    Ok(sender) => sender.run().await,
+                    Err((lane, e)) => lane.counts.lock().expect("counts lock").failures.push(e),
+                }
+            })
+        });
+        jobs.push(vec![job]);
     }
-    Ok(ProduceRun { lanes, threads, expected })
+    Ok((ProduceRun { lanes, senders_left, expected }, jobs))
 }
 
+/// Sender `stream_id`'s share of the schedule (none for `--rate 0`).
+fn schedule(w: &Workload, clock: Clock, stream_id: u32, senders: usize) -> Option<Schedule> {
+    (w.rate > 0.0).then(|| {
+        let share = w.rate / senders as f64;
+        let seed = w.poisson.then_some(u64::from(w.run) << 8 | u64::from(stream_id));
+        Schedule::new(clock.start, share, w.warmup + w.duration, stream_id as f64 / senders as f64, seed)
+    })
+}
+
+/// Pins a load thread (the baseline's) to `core`.
 pub fn pin(core: Option<usize>) {
     if let Some(id) = core {
         if !core_affinity::set_for_current(core_affinity::CoreId { id }) {
@@ -242,8 +187,9 @@ struct Sender {
     clock: Clock,
     end: Instant,
     builder: BatchBuilder,
-    lanes: Vec<(Arc<Lane>, TcpStream)>,
-    /// Partition → (lane index, pending records, their bytes).
+    /// Each connection and the half of its socket this sender writes.
+    conns: Vec<(Rc<Conn>, glommio::net::TcpStream)>,
+    /// Partition → (connection index, pending records, their bytes).
     pending: Vec<(usize, VecDeque<Pending>, usize)>,
     backlog: usize,
     /// Next sequence number per partition for this stream.
@@ -252,40 +198,59 @@ struct Sender {
     next_partition: usize,
     /// The partitions this sender writes, in round-robin order.
     order: Vec<i32>,
-    wake: Arc<Wake>,
+    /// Receivers wake the sender when an answer frees a slot.
+    wake: Rc<Notify>,
     correlation: i32,
-    /// Per lane: the partition position the next request starts at.
+    /// Per connection: the partition position the next request starts at.
     rotation: Vec<usize>,
     /// Admission time − intended time of measured records, µs.
     admit_lag: hdrhistogram::Histogram<u64>,
-    /// Time spent in socket writes (long ones: the broker not reading).
+    /// Time spent waiting for socket writes (the broker not reading).
     write_blocked: Duration,
 }
 
 impl Sender {
+    /// Builds the sender on its load core and starts a receiver task per
+    /// connection (acks=0 has none: nothing comes back).
     fn new(
         w: &Workload,
         layout: &Layout,
         stream_id: u32,
         senders: usize,
-        lanes: Vec<(Arc<Lane>, TcpStream)>,
-        wake: Arc<Wake>,
+        connections: Vec<(Arc<Lane>, Vec<i32>, TcpStream)>,
         clock: Clock,
-    ) -> Self {
-        let length = w.warmup + w.duration;
-        let schedule = (w.rate > 0.0).then(|| {
-            let share = w.rate / senders as f64;
-            let seed = w.poisson.then_some(u64::from(w.run) << 8 | u64::from(stream_id));
-            Schedule::new(clock.start, share, length, stream_id as f64 / senders as f64, seed)
-        });
+    ) -> Result<Self, (Arc<Lane>, String)> {
+        let wake = Rc::new(Notify::default());
+        let mut conns = Vec::new();
+        for (lane, partitions, stream) in connections {
+            let reader = match stream.try_clone() {
+                Ok(r) => r,
+                Err(e) => return Err((lane.clone(), format!("{}: {e}", lane.addr))),
+            };
+            let conn = Rc::new(Conn {
+                lane,
+                stream: stream_id,
+                record_size: w.record_size,
+                partitions,
+                queue: RefCell::new(VecDeque::new()),
+                broken: Cell::new(false),
+                done: Cell::new(false),
+            });
+            if w.acks != 0 {
+                let receiver =
+                    receive(conn.clone(), cluster::to_glommio(reader), layout.versions.produce, wake.clone(), clock);
+                glommio::spawn_local(receiver).detach();
+            }
+            conns.push((conn, cluster::to_glommio(stream)));
+        }
         let mut pending: Vec<(usize, VecDeque<Pending>, usize)> =
             (0..w.partitions).map(|_| (usize::MAX, VecDeque::new(), 0)).collect();
-        for (i, (lane, _)) in lanes.iter().enumerate() {
-            for &p in &lane.partitions {
+        for (i, (conn, _)) in conns.iter().enumerate() {
+            for &p in &conn.partitions {
                 pending[p as usize].0 = i;
             }
         }
-        Self {
+        Ok(Self {
             topic: TopicName(StrBytes::from_string(w.topic.clone())),
             acks: w.acks,
             version: layout.versions.produce,
@@ -296,9 +261,9 @@ impl Sender {
             keys: w.keys,
             partitions: w.partitions,
             stream_id,
-            schedule,
+            schedule: schedule(w, clock, stream_id, senders),
             clock,
-            end: clock.start + length,
+            end: clock.start + w.warmup + w.duration,
             builder: BatchBuilder::new(w.record_size, w.run, stream_id),
             pending,
             backlog: 0,
@@ -306,17 +271,13 @@ impl Sender {
             next_key: 0,
             next_partition: stream_id as usize,
             order: (0..w.partitions).collect(),
-            rotation: vec![0; lanes.len()],
+            rotation: vec![0; conns.len()],
             admit_lag: super::measure::histogram(),
             write_blocked: Duration::ZERO,
-            lanes,
+            conns,
             wake,
             correlation: 0,
-        }
-    }
-
-    fn expected(&self) -> u64 {
-        self.schedule.as_ref().map_or(0, Schedule::expected_count)
+        })
     }
 
     /// Queues one record intended at `intended` on its partition.
@@ -342,66 +303,48 @@ impl Sender {
         self.backlog += 1;
     }
 
-    fn run(mut self) {
-        let result = self.run_inner();
-        if let Some((lane, _)) = self.lanes.first() {
-            let mut c = lane.counts.lock().expect("counts lock");
+    async fn run(mut self) {
+        let result = self.run_inner().await;
+        if let Some((conn, _)) = self.conns.first() {
+            let mut c = conn.lane.counts.lock().expect("counts lock");
             c.admit_lag.add(&self.admit_lag).expect("same bounds");
             c.write_blocked_s += self.write_blocked.as_secs_f64();
-        }
-        if let Err(e) = result {
-            if let Some((lane, _)) = self.lanes.first() {
-                lane.counts.lock().expect("counts lock").failures.push(e);
+            if let Err(e) = result {
+                c.failures.push(e);
             }
         }
         // Wait for the last answers, then let the receivers go.
         let deadline = Instant::now() + Duration::from_secs(30);
-        for (lane, stream) in &self.lanes {
-            lane.done.store(true, Ordering::SeqCst);
-            while lane.in_flight.load(Ordering::SeqCst) > 0
-                && !lane.broken.load(Ordering::SeqCst)
-                && Instant::now() < deadline
-            {
-                let seen = self.wake.generation();
-                self.wake.wait(seen, Some(Instant::now() + Duration::from_millis(10)));
+        for (conn, stream) in &mut self.conns {
+            conn.done.set(true);
+            while !conn.queue.borrow().is_empty() && !conn.broken.get() && Instant::now() < deadline {
+                self.wake.wait(Some(Instant::now() + Duration::from_millis(10))).await;
             }
-            let left = lane.in_flight.load(Ordering::SeqCst);
-            if left > 0 && !lane.broken.load(Ordering::SeqCst) {
-                lane.counts
+            let left = conn.queue.borrow().len();
+            if left > 0 && !conn.broken.get() {
+                conn.lane
+                    .counts
                     .lock()
                     .expect("counts lock")
                     .failures
-                    .push(format!("{}: {left} produce requests unanswered 30 s after the run", lane.addr));
+                    .push(format!("{}: {left} produce requests unanswered 30 s after the run", conn.lane.addr));
             }
-            let _ = stream.shutdown(std::net::Shutdown::Both);
+            let _ = stream.shutdown(std::net::Shutdown::Both).await;
         }
     }
 
-    fn run_inner(&mut self) -> Result<(), String> {
+    fn in_flight(&self, i: usize) -> usize {
+        self.conns[i].0.queue.borrow().len()
+    }
+
+    async fn run_inner(&mut self) -> Result<(), String> {
         let mut request_buf = Vec::new();
         loop {
-            let seen = self.wake.generation();
             let now = Instant::now();
-            if self.lanes.iter().any(|(l, _)| l.broken.load(Ordering::SeqCst)) {
+            if self.conns.iter().any(|(c, _)| c.broken.get()) {
                 return Err("stopped: a connection to the broker failed".into());
             }
-            // Admit what is due.
-            match &mut self.schedule {
-                Some(_) => {
-                    while let Some(t) = self.schedule.as_ref().and_then(Schedule::peek) {
-                        if t > now {
-                            break;
-                        }
-                        self.schedule.as_mut().expect("checked").advance();
-                        if t >= self.clock.measure_from {
-                            record(&mut self.admit_lag, (now - t).as_micros() as u64, 1);
-                        }
-                        self.admit(t);
-                    }
-                }
-                None if now < self.end => self.top_up(now),
-                None => {}
-            }
+            self.admit_due(now);
             if self.backlog > BACKLOG_LIMIT {
                 return Err(format!(
                     "stopped: {} records waiting to be sent; the broker is far behind the requested rate",
@@ -414,12 +357,8 @@ impl Sender {
             };
             // Send what is ready.
             let mut linger_deadline: Option<Instant> = None;
-            for i in 0..self.lanes.len() {
-                loop {
-                    let lane = &self.lanes[i].0;
-                    if self.acks != 0 && lane.in_flight.load(Ordering::SeqCst) >= self.max_in_flight {
-                        break;
-                    }
+            for i in 0..self.conns.len() {
+                while self.acks == 0 || self.in_flight(i) < self.max_in_flight {
                     let (batches, wait) = self.take_ready(i, now, finished_admitting);
                     if let Some(d) = wait {
                         linger_deadline = Some(linger_deadline.map_or(d, |x: Instant| x.min(d)));
@@ -427,7 +366,7 @@ impl Sender {
                     if batches.is_empty() {
                         break;
                     }
-                    self.send(i, batches, &mut request_buf)?;
+                    self.send(i, batches, &mut request_buf).await?;
                 }
             }
             if finished_admitting && self.backlog == 0 {
@@ -435,19 +374,40 @@ impl Sender {
             }
             let next_due = self.schedule.as_ref().and_then(Schedule::peek);
             let deadline = [next_due, linger_deadline].into_iter().flatten().min();
-            self.wake.wait(seen, deadline);
+            self.wake.wait(deadline).await;
+        }
+    }
+
+    /// Admits every record whose intended time has come (unthrottled: tops
+    /// the partitions up).
+    fn admit_due(&mut self, now: Instant) {
+        match &mut self.schedule {
+            Some(_) => {
+                while let Some(t) = self.schedule.as_ref().and_then(Schedule::peek) {
+                    if t > now {
+                        break;
+                    }
+                    self.schedule.as_mut().expect("checked").advance();
+                    if t >= self.clock.measure_from {
+                        record(&mut self.admit_lag, (now - t).as_micros() as u64, 1);
+                    }
+                    self.admit(t);
+                }
+            }
+            None if now < self.end => self.top_up(now),
+            None => {}
         }
     }
 
     /// Unthrottled runs (`--rate 0`): keep every partition of a connection
     /// with a free slot one batch deep.
     fn top_up(&mut self, now: Instant) {
-        for i in 0..self.lanes.len() {
-            let lane = self.lanes[i].0.clone();
-            if self.acks != 0 && lane.in_flight.load(Ordering::SeqCst) >= self.max_in_flight {
+        for i in 0..self.conns.len() {
+            if self.acks != 0 && self.in_flight(i) >= self.max_in_flight {
                 continue;
             }
-            for &p in &lane.partitions {
+            let conn = self.conns[i].0.clone();
+            for &p in &conn.partitions {
                 while self.pending[p as usize].2 + self.builder.record_bytes(None) <= self.batch_bytes {
                     let before = self.next_partition;
                     self.next_partition = self.order.iter().position(|&q| q == p).expect("own partition");
@@ -458,13 +418,14 @@ impl Sender {
         }
     }
 
-    /// The batches lane `i` can send now, and when the earliest lingering
-    /// one becomes ready.
+    /// The batches connection `i` can send now, and when the earliest
+    /// lingering one becomes ready.
     fn take_ready(&mut self, i: usize, now: Instant, flush: bool) -> (Vec<Batch>, Option<Instant>) {
         let mut out = Vec::new();
         let mut wait = None;
         let mut request_bytes = 0;
-        let partitions = self.lanes[i].0.partitions.clone();
+        let conn = self.conns[i].0.clone();
+        let partitions = &conn.partitions;
         // Start where the last request stopped, so a request cut short by
         // --max-request-bytes does not starve the partitions after the cut.
         let first = self.rotation[i] % partitions.len();
@@ -502,7 +463,7 @@ impl Sender {
         (out, wait)
     }
 
-    fn send(&mut self, i: usize, batches: Vec<Batch>, scratch: &mut Vec<u8>) -> Result<(), String> {
+    async fn send(&mut self, i: usize, batches: Vec<Batch>, scratch: &mut Vec<u8>) -> Result<(), String> {
         let now_ms = self.clock.wall_ms(Instant::now());
         let mut topic = TopicProduceData::default();
         topic.name = self.topic.clone();
@@ -520,38 +481,32 @@ impl Sender {
         req.topic_data = vec![topic];
         self.correlation = self.correlation.wrapping_add(1);
         let frame = cluster::frame(ApiKey::Produce, self.version, self.correlation, &req)?;
-        let (lane, stream) = &mut self.lanes[i];
+        let (conn, stream) = &mut self.conns[i];
         let count: u64 = batches.iter().map(|(_, r, _)| r.len() as u64).sum();
-        if self.acks != 0 {
-            lane.in_flight.fetch_add(1, Ordering::SeqCst);
-            lane.queue.lock().expect("queue lock").push_back(InFlight {
-                correlation: self.correlation,
-                sent: Instant::now(),
-                batches,
-            });
-            lane.counts.lock().expect("counts lock").sent += count;
-            let writing = Instant::now();
-            let written = cluster::write_frame(stream, &frame);
-            // A write that waits a millisecond or more waited for the broker
-            // to read (a full socket buffer), not for the copy.
-            let took = writing.elapsed();
-            if took >= Duration::from_millis(1) {
-                self.write_blocked += took;
-            }
-            if let Err(e) = written {
-                lane.broken.store(true, Ordering::SeqCst);
-                return Err(format!("{}: sending a produce request: {e}", lane.addr));
-            }
+        conn.lane.counts.lock().expect("counts lock").sent += count;
+        let sent = Instant::now();
+        // acks=0: nothing comes back; the records count as done once written.
+        let done_when_written = if self.acks == 0 {
+            Some(batches)
         } else {
-            let sent = Instant::now();
-            cluster::write_frame(stream, &frame)
-                .map_err(|e| format!("{}: sending a produce request: {e}", lane.addr))?;
-            // acks=0: nothing comes back; the record counts as done once written.
-            let done = Instant::now();
-            let mut c = lane.counts.lock().expect("counts lock");
-            c.sent += count;
+            conn.queue.borrow_mut().push_back(InFlight { correlation: self.correlation, sent, batches });
+            None
+        };
+        let written = cluster::write_frame_async(stream, &frame).await;
+        // A write that waits a millisecond or more waited for the broker to
+        // read (a full socket buffer), not for the copy.
+        let took = sent.elapsed();
+        if took >= Duration::from_millis(1) {
+            self.write_blocked += took;
+        }
+        if let Err(e) = written {
+            conn.broken.set(true);
+            return Err(format!("{}: sending a produce request: {e}", conn.lane.addr));
+        }
+        if let Some(batches) = done_when_written {
+            let (mut c, done) = (conn.lane.counts.lock().expect("counts lock"), Instant::now());
             for (p, records, _) in &batches {
-                acknowledge(&mut c, self.clock, self.stream_id, *p, records, lane.record_size, sent, done);
+                acknowledge(&mut c, self.clock, self.stream_id, *p, records, conn.record_size, sent, done);
             }
         }
         Ok(())
@@ -593,30 +548,34 @@ pub(crate) fn acknowledge(
     *c.acked_by_stream.entry((stream, p)).or_default() += records.len() as u64;
 }
 
-fn receive(lane: &Lane, mut stream: TcpStream, version: i16, wake: &Wake, clock: Clock) {
+async fn receive(conn: Rc<Conn>, mut stream: glommio::net::TcpStream, version: i16, wake: Rc<Notify>, clock: Clock) {
+    let lane = &conn.lane;
     loop {
-        let answer = cluster::read_response::<ProduceResponse>(&mut stream, ApiKey::Produce, version);
+        let answer = cluster::read_response_async::<ProduceResponse>(&mut stream, ApiKey::Produce, version).await;
         let at = Instant::now();
-        let quiet = lane.done.load(Ordering::SeqCst) && lane.in_flight.load(Ordering::SeqCst) == 0;
+        let quiet = conn.done.get() && conn.queue.borrow().is_empty();
         let (correlation, resp) = match answer {
             Ok(a) => a,
             Err(_) if quiet => return,
             Err(e) => {
-                let lost: usize = lane.queue.lock().expect("queue lock").iter().map(|f| f.batches.len()).sum::<usize>();
-                let mut c = lane.counts.lock().expect("counts lock");
-                c.failures.push(format!("{}: {e} ({lost} batches unanswered)", lane.addr));
-                lane.broken.store(true, Ordering::SeqCst);
+                let lost: usize = conn.queue.borrow().iter().map(|f| f.batches.len()).sum();
+                lane.counts
+                    .lock()
+                    .expect("counts lock")
+                    .failures
+                    .push(format!("{}: {e} ({lost} batches unanswered)", lane.addr));
+                conn.broken.set(true);
                 wake.notify();
                 return;
             }
         };
-        let Some(f) = lane.queue.lock().expect("queue lock").pop_front() else {
+        let Some(f) = conn.queue.borrow_mut().pop_front() else {
             lane.counts
                 .lock()
                 .expect("counts lock")
                 .failures
                 .push(format!("{}: an answer nobody asked for", lane.addr));
-            lane.broken.store(true, Ordering::SeqCst);
+            conn.broken.set(true);
             wake.notify();
             return;
         };
@@ -625,7 +584,7 @@ fn receive(lane: &Lane, mut stream: TcpStream, version: i16, wake: &Wake, clock:
             if correlation != f.correlation {
                 c.failures
                     .push(format!("{}: answer to request {correlation} where {} was due", lane.addr, f.correlation));
-                lane.broken.store(true, Ordering::SeqCst);
+                conn.broken.set(true);
             }
             for (p, records, _) in &f.batches {
                 let code = resp
@@ -635,7 +594,7 @@ fn receive(lane: &Lane, mut stream: TcpStream, version: i16, wake: &Wake, clock:
                     .find(|r| r.index == *p)
                     .map(|r| r.error_code);
                 match code {
-                    Some(0) => acknowledge(&mut c, clock, lane.stream, *p, records, lane.record_size, f.sent, at),
+                    Some(0) => acknowledge(&mut c, clock, conn.stream, *p, records, conn.record_size, f.sent, at),
                     Some(code) => *c.errors.entry(code).or_default() += records.len() as u64,
                     None => {
                         c.failures.push(format!("{}: produce answer without partition {p}", lane.addr));
@@ -644,7 +603,6 @@ fn receive(lane: &Lane, mut stream: TcpStream, version: i16, wake: &Wake, clock:
                 }
             }
         }
-        lane.in_flight.fetch_sub(1, Ordering::SeqCst);
         wake.notify();
     }
 }
