@@ -227,6 +227,7 @@ async fn handle_other(shard: &Rc<Shard>, mut frame: Bytes, peer: &str) -> Result
         Request::Metadata(req) => respond!(handlers::metadata::handle(shard, req, version).await),
         Request::CreateTopics(req) => respond!(handlers::create_topics::handle(shard, req).await),
         Request::DeleteTopics(req) => respond!(handlers::delete_topics::handle(shard, req).await),
+        Request::CreatePartitions(req) => respond!(handlers::create_partitions::handle(shard, req).await),
         Request::Produce(req) => match handlers::produce::handle(shard, req).await {
             Some(resp) => respond!(resp),
             None => return Ok(None),
@@ -257,6 +258,7 @@ enum Request {
     Metadata(MetadataRequest),
     CreateTopics(CreateTopicsRequest),
     DeleteTopics(DeleteTopicsRequest),
+    CreatePartitions(CreatePartitionsRequest),
     Produce(ProduceRequest),
     Fetch(FetchRequest),
     ListOffsets(ListOffsetsRequest),
@@ -286,6 +288,7 @@ fn decode_body(key: ApiKey, version: i16, body: &mut Bytes) -> Result<Request, S
         ApiKey::Metadata => decode!(Metadata, MetadataRequest),
         ApiKey::CreateTopics => decode!(CreateTopics, CreateTopicsRequest),
         ApiKey::DeleteTopics => decode!(DeleteTopics, DeleteTopicsRequest),
+        ApiKey::CreatePartitions => decode!(CreatePartitions, CreatePartitionsRequest),
         ApiKey::Produce => decode!(Produce, ProduceRequest),
         ApiKey::Fetch => decode!(Fetch, FetchRequest),
         ApiKey::ListOffsets => decode!(ListOffsets, ListOffsetsRequest),

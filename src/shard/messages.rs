@@ -23,6 +23,7 @@ pub mod codes {
     pub const TOPIC_ALREADY_EXISTS: ErrorCode = 36;
     pub const INVALID_PARTITIONS: ErrorCode = 37;
     pub const INVALID_REPLICATION_FACTOR: ErrorCode = 38;
+    pub const INVALID_REPLICA_ASSIGNMENT: ErrorCode = 39;
     pub const INVALID_REQUEST: ErrorCode = 42;
     pub const INVALID_CONFIG: ErrorCode = 40;
     pub const KAFKA_STORAGE_ERROR: ErrorCode = 56;
@@ -58,6 +59,17 @@ impl ReadOutcome {
 }
 
 /// A topic to create, validated by the controller.
+/// A topic to grow to `count` partitions (CreatePartitions), validated by
+/// the controller.
+#[derive(Debug, Clone)]
+pub struct NewPartitions {
+    pub name: String,
+    pub count: i32,
+    /// The most replicas an explicit assignment gives a new partition (1
+    /// when none is given); more than 1 needs more brokers.
+    pub replicas_per_partition: usize,
+}
+
 #[derive(Debug, Clone)]
 pub struct NewTopic {
     pub name: String,
@@ -89,6 +101,8 @@ pub enum ShardRequest {
     ListOffset { topic: String, partition: i32, timestamp: i64 },
     /// To the controller (shard 0): create topics.
     CreateTopics { topics: Vec<NewTopic>, validate_only: bool },
+    /// To the controller: add partitions to topics.
+    CreatePartitions { topics: Vec<NewPartitions>, validate_only: bool },
     /// To the controller: delete topics.
     DeleteTopics { names: Vec<String> },
     /// From the controller to every shard: the new topic table.

@@ -6,7 +6,7 @@ use std::{rc::Rc, sync::Arc, time::Duration};
 use crate::{
     protocol::record_batch::BatchError,
     shard::{
-        messages::{codes, ErrorCode, NewTopic, ReadItem, ReadOutcome, TopicOutcome},
+        messages::{codes, ErrorCode, NewPartitions, NewTopic, ReadItem, ReadOutcome, TopicOutcome},
         notify::Waiter,
         router,
         topics::{self, TopicMeta, TopicTable},
@@ -56,6 +56,9 @@ impl Shard {
             }
             ShardRequest::CreateTopics { topics, validate_only } => {
                 ShardResponse::Topics(self.create_topics(topics, validate_only).await)
+            }
+            ShardRequest::CreatePartitions { topics, validate_only } => {
+                ShardResponse::Topics(self.create_partitions(topics, validate_only).await)
             }
             ShardRequest::DeleteTopics { names } => ShardResponse::Topics(self.delete_topics(names).await),
             ShardRequest::Metrics => ShardResponse::Metrics(Box::new(self.metrics_snapshot())),
@@ -312,6 +315,55 @@ impl Shard {
         outcomes
     }
 
+    /// Controller only: grows topics to more partitions. Existing partitions
+    /// keep their shards; the new ones are placed as if the topic had been
+    /// created with the new count.
+    async fn create_partitions(
+        self: &Rc<Self>,
+        requested: Vec<NewPartitions>,
+        validate_only: bool,
+    ) -> Vec<TopicOutcome> {
+        debug_assert_eq!(self.id, router::CONTROLLER);
+        let _permit = self.controller_permit.acquire_permit(1).await.expect("controller permit: never closed");
+        let mut table = (*self.topics()).clone();
+        let mut outcomes = Vec::new();
+        let mut changed = false;
+        for t in requested {
+            let mut outcome = TopicOutcome {
+                name: t.name.clone(),
+                error: codes::NONE,
+                message: None,
+                id: [0; 16],
+                partitions: t.count,
+            };
+            match check_new_partitions(&table, &t) {
+                Err((code, message)) => {
+                    outcome.error = code;
+                    outcome.message = Some(message);
+                }
+                Ok(()) if validate_only => {}
+                Ok(()) => {
+                    let meta = table.topics.get_mut(&t.name).expect("checked: the topic exists");
+                    let placed = router::assign(&t.name, t.count, self.count);
+                    let have = meta.shards.len();
+                    meta.shards.extend_from_slice(&placed[have..]);
+                    outcome.id = meta.id_bytes();
+                    changed = true;
+                }
+            }
+            outcomes.push(outcome);
+        }
+        if changed {
+            if let Err(e) = self.publish(table).await {
+                for o in outcomes.iter_mut().filter(|o| o.error == codes::NONE) {
+                    o.error = codes::KAFKA_STORAGE_ERROR;
+                    o.message = Some(e.clone());
+                }
+            }
+        }
+        outcomes
+    }
+
     /// Controller only: removes topics, then their partitions' files.
     async fn delete_topics(self: &Rc<Self>, names: Vec<String>) -> Vec<TopicOutcome> {
         let _permit = self.controller_permit.acquire_permit(1).await.expect("controller permit: never closed");
@@ -429,4 +481,39 @@ impl Shard {
             }
         }
     }
+}
+
+/// Why a CreatePartitions request for one topic is refused, as Kafka says it.
+fn check_new_partitions(table: &TopicTable, t: &NewPartitions) -> Result<(), (ErrorCode, String)> {
+    let Some(meta) = table.topics.get(&t.name) else {
+        return Err((codes::UNKNOWN_TOPIC_OR_PARTITION, format!("topic {} does not exist", t.name)));
+    };
+    if meta.internal {
+        // Group placement hashes over the internal topic's partition count.
+        return Err((codes::INVALID_PARTITIONS, format!("{} is an internal topic; its partitions are fixed", t.name)));
+    }
+    if t.count <= meta.partitions() {
+        return Err((
+            codes::INVALID_PARTITIONS,
+            format!(
+                "topic {} currently has {} partitions, which is higher than or equal to the requested {}",
+                t.name,
+                meta.partitions(),
+                t.count
+            ),
+        ));
+    }
+    if t.count > PARTITIONS_PER_TOPIC_MAX {
+        return Err((
+            codes::INVALID_PARTITIONS,
+            format!("partitions must be at most {PARTITIONS_PER_TOPIC_MAX}, got {}", t.count),
+        ));
+    }
+    if t.replicas_per_partition > 1 {
+        return Err((
+            codes::INVALID_REPLICA_ASSIGNMENT,
+            format!("an assignment of {} replicas needs more brokers; this cluster has 1", t.replicas_per_partition),
+        ));
+    }
+    Ok(())
 }

@@ -2,6 +2,7 @@
 //! decode → route → respond.
 
 pub mod api_versions;
+pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_topics;
 pub mod fetch;
@@ -38,6 +39,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::OffsetDelete, 0, 0),
     (ApiKey::InitProducerId, 0, 4),
+    (ApiKey::CreatePartitions, 0, 3),
 ];
 
 pub fn supported(key: ApiKey, version: i16) -> bool {
