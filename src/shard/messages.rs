@@ -70,6 +70,17 @@ pub struct NewPartitions {
     pub replicas_per_partition: usize,
 }
 
+/// One topic's config change (AlterConfigs, IncrementalAlterConfigs).
+#[derive(Debug, Clone)]
+pub struct ConfigChange {
+    pub topic: String,
+    /// AlterConfigs: the listed configs become the topic's whole set.
+    pub replace_all: bool,
+    /// (name, operation, value); operations as IncrementalAlterConfigs
+    /// numbers them: 0 set, 1 delete, 2 append, 3 subtract.
+    pub ops: Vec<(String, i8, Option<String>)>,
+}
+
 #[derive(Debug, Clone)]
 pub struct NewTopic {
     pub name: String,
@@ -103,6 +114,8 @@ pub enum ShardRequest {
     CreateTopics { topics: Vec<NewTopic>, validate_only: bool },
     /// To the controller: add partitions to topics.
     CreatePartitions { topics: Vec<NewPartitions>, validate_only: bool },
+    /// To the controller: change topics' configs.
+    AlterConfigs { changes: Vec<ConfigChange>, validate_only: bool },
     /// To the controller: delete topics.
     DeleteTopics { names: Vec<String> },
     /// From the controller to every shard: the new topic table.

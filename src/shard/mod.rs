@@ -8,6 +8,7 @@
 pub mod messages;
 pub mod notify;
 pub mod router;
+pub mod topic_configs;
 pub mod topics;
 
 mod owner;

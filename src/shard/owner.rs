@@ -6,7 +6,7 @@ use std::{rc::Rc, sync::Arc, time::Duration};
 use crate::{
     protocol::record_batch::BatchError,
     shard::{
-        messages::{codes, ErrorCode, NewPartitions, NewTopic, ReadItem, ReadOutcome, TopicOutcome},
+        messages::{codes, ConfigChange, ErrorCode, NewPartitions, NewTopic, ReadItem, ReadOutcome, TopicOutcome},
         notify::Waiter,
         router,
         topics::{self, TopicMeta, TopicTable},
@@ -59,6 +59,9 @@ impl Shard {
             }
             ShardRequest::CreatePartitions { topics, validate_only } => {
                 ShardResponse::Topics(self.create_partitions(topics, validate_only).await)
+            }
+            ShardRequest::AlterConfigs { changes, validate_only } => {
+                ShardResponse::Topics(self.alter_configs(changes, validate_only).await)
             }
             ShardRequest::DeleteTopics { names } => ShardResponse::Topics(self.delete_topics(names).await),
             ShardRequest::Metrics => ShardResponse::Metrics(Box::new(self.metrics_snapshot())),
@@ -364,6 +367,58 @@ impl Shard {
         outcomes
     }
 
+    /// Controller only: checks, persists and publishes topic config changes;
+    /// the owners reopen the changed topics' partitions with their new
+    /// settings (`apply_topics`).
+    async fn alter_configs(self: &Rc<Self>, changes: Vec<ConfigChange>, validate_only: bool) -> Vec<TopicOutcome> {
+        debug_assert_eq!(self.id, router::CONTROLLER);
+        let _permit = self.controller_permit.acquire_permit(1).await.expect("controller permit: never closed");
+        let mut table = (*self.topics()).clone();
+        let mut outcomes = Vec::new();
+        let mut changed = false;
+        for change in changes {
+            let mut outcome = TopicOutcome {
+                name: change.topic.clone(),
+                error: codes::NONE,
+                message: None,
+                id: [0; 16],
+                partitions: 0,
+            };
+            let result = match table.topics.get(&change.topic) {
+                None => Err((codes::UNKNOWN_TOPIC_OR_PARTITION, format!("topic {} does not exist", change.topic))),
+                Some(meta) if meta.internal => Err((
+                    codes::INVALID_REQUEST,
+                    format!("{} is an internal topic; its configs are the broker's", change.topic),
+                )),
+                Some(meta) => topics::changed_configs(&meta.configs, &change)
+                    .and_then(|configs| topics::log_config(&configs).map(|_| configs))
+                    .map_err(|m| (codes::INVALID_CONFIG, format!("topic {}: {m}", change.topic))),
+            };
+            match result {
+                Err((code, message)) => {
+                    outcome.error = code;
+                    outcome.message = Some(message);
+                }
+                Ok(_) if validate_only => {}
+                Ok(configs) => {
+                    let meta = table.topics.get_mut(&change.topic).expect("checked: the topic exists");
+                    changed |= meta.configs != configs;
+                    meta.configs = configs;
+                }
+            }
+            outcomes.push(outcome);
+        }
+        if changed {
+            if let Err(e) = self.publish(table).await {
+                for o in outcomes.iter_mut().filter(|o| o.error == codes::NONE) {
+                    o.error = codes::KAFKA_STORAGE_ERROR;
+                    o.message = Some(e.clone());
+                }
+            }
+        }
+        outcomes
+    }
+
     /// Controller only: removes topics, then their partitions' files.
     async fn delete_topics(self: &Rc<Self>, names: Vec<String>) -> Vec<TopicOutcome> {
         let _permit = self.controller_permit.acquire_permit(1).await.expect("controller permit: never closed");
@@ -426,10 +481,14 @@ impl Shard {
     /// Takes a new topic table: opens partitions newly assigned here, closes
     /// (and for deleted topics removes) the ones no longer here.
     pub async fn apply_topics(&self, table: Arc<TopicTable>) {
-        *self.topics.borrow_mut() = table.clone();
+        let before = std::mem::replace(&mut *self.topics.borrow_mut(), table.clone());
         let open: Vec<(String, i32)> = self.partitions.borrow().keys().cloned().collect();
         for (topic, partition) in open {
-            if router::owner(&table, &topic, partition, self.count) != Some(self.id) {
+            let reconfigured = matches!(
+                (before.topics.get(&topic), table.topics.get(&topic)),
+                (Some(old), Some(new)) if old.configs != new.configs
+            );
+            if reconfigured || router::owner(&table, &topic, partition, self.count) != Some(self.id) {
                 let removed = self.partitions.borrow_mut().remove(&(topic.clone(), partition));
                 if let Some(p) = removed {
                     self.retire_partition(p, table.topics.contains_key(&topic)).await;

@@ -12,18 +12,6 @@ use crate::storage::{file::write_atomically, LogConfig};
 pub const TOPICS_FILE: &str = "topics.toml";
 const FORMAT_VERSION: u32 = 1;
 
-/// Topic configs the broker understands, as Kafka names them.
-pub const KNOWN_CONFIGS: &[&str] = &[
-    "cleanup.policy",
-    "retention.ms",
-    "retention.bytes",
-    "segment.bytes",
-    "segment.ms",
-    "delete.retention.ms",
-    "max.message.bytes",
-    "index.interval.bytes",
-];
-
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct TopicTable {
     pub version: u32,
@@ -95,15 +83,20 @@ pub fn validate_topic_name(name: &str) -> Result<(), String> {
 }
 
 /// The log settings of a topic: broker defaults overridden by its configs.
+/// Every Kafka topic config is checked (`topic_configs`); the ones the log
+/// does not act on are kept in the table and described, nothing more.
 pub fn log_config(configs: &BTreeMap<String, String>) -> Result<LogConfig, String> {
     let mut c = LogConfig::default();
     for (key, value) in configs {
+        super::topic_configs::validate(key, value)?;
         let int = || value.parse::<i64>().map_err(|_| format!("config {key}={value:?} is not an integer"));
         match key.as_str() {
             "cleanup.policy" => match value.as_str() {
                 "delete" => (c.compacted, c.delete) = (false, true),
                 "compact" => (c.compacted, c.delete) = (true, false),
-                "compact,delete" | "delete,compact" => (c.compacted, c.delete) = (true, true),
+                "compact,delete" | "delete,compact" | "compact, delete" | "delete, compact" => {
+                    (c.compacted, c.delete) = (true, true)
+                }
                 _ => return Err(format!("cleanup.policy must be delete or compact, not {value:?}")),
             },
             "retention.ms" => c.retention_ms = Some(int()?).filter(|v| *v >= 0),
@@ -113,10 +106,50 @@ pub fn log_config(configs: &BTreeMap<String, String>) -> Result<LogConfig, Strin
             "delete.retention.ms" => c.delete_retention_ms = int()?.max(0),
             "max.message.bytes" => c.max_batch_bytes = positive(key, int()?)? as usize,
             "index.interval.bytes" => c.index_interval_bytes = positive(key, int()?)? as u32,
-            other => return Err(format!("unknown topic config {other:?}")),
+            _ => {}
         }
     }
     Ok(c.clamped())
+}
+
+/// A topic's configs after `change`; the values are checked by `log_config`.
+pub fn changed_configs(
+    current: &BTreeMap<String, String>,
+    change: &crate::shard::messages::ConfigChange,
+) -> Result<BTreeMap<String, String>, String> {
+    let mut configs = if change.replace_all { BTreeMap::new() } else { current.clone() };
+    for (name, op, value) in &change.ops {
+        let def = super::topic_configs::find(name).ok_or_else(|| format!("unknown topic config {name:?}"))?;
+        let list_op = matches!(op, 2 | 3);
+        if list_op && def.kind != super::topic_configs::ConfigType::List {
+            return Err(format!("config {name} is not a list: it cannot be appended to or subtracted from"));
+        }
+        let value = value.clone();
+        match (op, value) {
+            (0, Some(v)) => {
+                configs.insert(name.clone(), v);
+            }
+            (0, None) | (1, _) => {
+                configs.remove(name);
+            }
+            (2 | 3, Some(v)) => {
+                let have = configs.get(name).cloned().unwrap_or_else(|| super::topic_configs::default_value(def));
+                let mut items: Vec<String> =
+                    have.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
+                for item in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                    if *op == 2 && !items.iter().any(|i| i == item) {
+                        items.push(item.to_string());
+                    } else if *op == 3 {
+                        items.retain(|i| i != item);
+                    }
+                }
+                configs.insert(name.clone(), items.join(","));
+            }
+            (2 | 3, None) => return Err(format!("config {name}: append and subtract need a value")),
+            (other, _) => return Err(format!("config {name}: unknown operation {other}")),
+        }
+    }
+    Ok(configs)
 }
 
 fn positive(key: &str, v: i64) -> Result<i64, String> {

@@ -2,6 +2,7 @@
 //! decode → route → respond.
 
 pub mod api_versions;
+pub mod configs;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_topics;
@@ -40,6 +41,9 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::OffsetDelete, 0, 0),
     (ApiKey::InitProducerId, 0, 4),
     (ApiKey::CreatePartitions, 0, 3),
+    (ApiKey::DescribeConfigs, 1, 4),
+    (ApiKey::AlterConfigs, 0, 2),
+    (ApiKey::IncrementalAlterConfigs, 0, 1),
 ];
 
 pub fn supported(key: ApiKey, version: i16) -> bool {
