@@ -15,6 +15,11 @@ echo "== client packages for the protocol tests"
 if ! python3 -c 'import kafka' >/dev/null 2>&1; then
     python3 -m pip install --quiet --disable-pip-version-check "kafka-python==3.0.12"
 fi
+# The admin-clients test drives confluent-kafka's AdminClient (librdkafka
+# inside the wheel).
+if ! python3 -c 'import confluent_kafka' >/dev/null 2>&1; then
+    python3 -m pip install --quiet --disable-pip-version-check "confluent-kafka==2.16.1"
+fi
 # The metrics test parses /metrics with the official Prometheus client's
 # OpenMetrics parser, and checks an unknown path with curl.
 if ! python3 -c 'import prometheus_client' >/dev/null 2>&1; then

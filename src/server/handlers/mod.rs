@@ -2,6 +2,7 @@
 //! decode → route → respond.
 
 pub mod api_versions;
+pub mod cluster;
 pub mod configs;
 pub mod create_partitions;
 pub mod create_topics;
@@ -44,6 +45,9 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::AlterConfigs, 0, 2),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
+    (ApiKey::DescribeCluster, 0, 2),
+    (ApiKey::OffsetForLeaderEpoch, 2, 4),
+    (ApiKey::DescribeLogDirs, 1, 4),
 ];
 
 pub fn supported(key: ApiKey, version: i16) -> bool {
