@@ -4,6 +4,7 @@
 pub(crate) mod client;
 mod groups;
 mod offsets;
+mod topics;
 
 use std::path::PathBuf;
 
@@ -35,6 +36,9 @@ pub enum Command {
     /// Consumer groups of a running broker.
     #[command(subcommand)]
     Groups(GroupsCommand),
+    /// Topics over the Kafka protocol: list, create, describe, alter, delete.
+    #[command(subcommand)]
+    Topics(TopicsCommand),
     /// Open-loop latency benchmark for any Kafka-compatible broker.
     #[command(subcommand)]
     Bench(crate::bench::BenchCommand),
@@ -61,6 +65,64 @@ pub enum OffsetsCommand {
         /// Kafka's JSON formatter shape instead of text.
         #[arg(long)]
         json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum TopicsCommand {
+    /// Every topic with its partition count.
+    List {
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+    },
+    /// Create topics.
+    Create {
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+        #[arg(required = true)]
+        names: Vec<String>,
+        /// Partitions (-1: the broker's default).
+        #[arg(short = 'p', long, default_value_t = -1)]
+        partitions: i32,
+        /// Replication factor (-1: the broker's default).
+        #[arg(short = 'r', long, default_value_t = -1)]
+        replicas: i16,
+        /// A topic config, KEY=VALUE (repeatable).
+        #[arg(short = 'c', long = "config", value_parser = topics::parse_config)]
+        configs: Vec<(String, String)>,
+    },
+    /// Partitions (leader, log start, high watermark) and configs.
+    Describe {
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+        name: String,
+        /// Every config, defaults too (default: the ones set on the topic).
+        #[arg(long)]
+        all_configs: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Add partitions and set or delete configs.
+    Alter {
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+        name: String,
+        /// Grow the topic to this many partitions.
+        #[arg(short = 'p', long)]
+        partitions: Option<i32>,
+        /// Set a config, KEY=VALUE (repeatable).
+        #[arg(long = "set", value_parser = topics::parse_config)]
+        set: Vec<(String, String)>,
+        /// Delete a config back to its default (repeatable).
+        #[arg(long = "delete")]
+        unset: Vec<String>,
+    },
+    /// Delete topics.
+    Delete {
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+        #[arg(required = true)]
+        names: Vec<String>,
     },
 }
 
@@ -173,6 +235,7 @@ pub fn run(cli: Cli) -> i32 {
         }
         Command::Groups(GroupsCommand::List { bootstrap }) => groups::list(&bootstrap),
         Command::Groups(GroupsCommand::Describe { bootstrap, group }) => groups::describe(&bootstrap, group.as_deref()),
+        Command::Topics(cmd) => run_topics(cmd),
         Command::Bench(cmd) => crate::bench::run(cmd),
         Command::Iotune(args) => crate::iotune::run(&args),
         Command::Plan(args) => crate::plan::run(&args),
@@ -324,5 +387,21 @@ fn init_logger() {
     };
     if log::set_logger(&Stderr).is_ok() {
         log::set_max_level(level);
+    }
+}
+
+fn run_topics(cmd: TopicsCommand) -> Result<(), String> {
+    match cmd {
+        TopicsCommand::List { bootstrap } => topics::list(&bootstrap),
+        TopicsCommand::Create { bootstrap, names, partitions, replicas, configs } => {
+            topics::create(&bootstrap, &names, partitions, replicas, &configs)
+        }
+        TopicsCommand::Describe { bootstrap, name, all_configs, json } => {
+            topics::describe(&bootstrap, &name, all_configs, json)
+        }
+        TopicsCommand::Alter { bootstrap, name, partitions, set, unset } => {
+            topics::alter(&bootstrap, &name, partitions, &set, &unset)
+        }
+        TopicsCommand::Delete { bootstrap, names } => topics::delete(&bootstrap, &names),
     }
 }

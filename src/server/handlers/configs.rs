@@ -62,7 +62,8 @@ pub fn describe(shard: &Rc<Shard>, request: DescribeConfigsRequest, version: i16
                 result.error_message = Some(str_bytes(&message));
             }
             Ok(all) => {
-                let wanted = resource.configuration_keys.as_ref();
+                // No keys, or an empty list, asks for every config (as Kafka reads it).
+                let wanted = resource.configuration_keys.as_ref().filter(|keys| !keys.is_empty());
                 result.configs = all
                     .into_iter()
                     .filter(|d| wanted.is_none_or(|keys| keys.iter().any(|k| k.as_str() == d.name)))
