@@ -97,6 +97,15 @@ pub(super) async fn join(
                 member_id.clone()
             }
         };
+        if instance_id.is_some() && member_id.is_empty() {
+            if let Some((new_id, response)) = rejoin_static(g, &id, &protocols, req.session_timeout_ms) {
+                log::info!("group {group_id}: static member {id} came back as {new_id}; no rebalance");
+                drop(groups);
+                arm_session_timer(shard, &group_id, &new_id);
+                spawn_persist_group(shard, &group_id);
+                return response;
+            }
+        }
         g.pending.retain(|p| p != &id);
         log::debug!("group {group_id}: join from {id} in state {}", g.state.name());
         let seq = coordinator.seq();
@@ -150,6 +159,61 @@ pub(super) async fn join(
     }
     try_complete_join(shard, &group_id);
     rx.await.unwrap_or_else(|_| join_error(UNKNOWN_MEMBER_ID, &member_id))
+}
+
+/// KIP-345: a static member that comes back under its instance id (a new
+/// process, empty member id) to a stable group, with the protocols it had,
+/// takes its old place and assignment without a rebalance. It gets a new
+/// member id, which fences the old one. A returning leader rebalances
+/// instead (its assignment would have to be recomputed by it anyway).
+/// Returns the new id and the JoinGroup answer.
+fn rejoin_static(
+    g: &mut Group,
+    old_id: &str,
+    protocols: &[(String, Bytes)],
+    session_timeout_ms: i32,
+) -> Option<(String, JoinGroupResponse)> {
+    let unchanged = g.members.get(old_id).is_some_and(|m| same_subscription(&m.protocols, protocols));
+    if g.state != State::Stable || !unchanged || g.leader.as_deref() == Some(old_id) {
+        return None;
+    }
+    let mut member = g.members.remove(old_id).expect("checked above");
+    let instance = member.instance_id.clone().unwrap_or_default();
+    let new_id = format!("{instance}-{}", crate::shard::topics::new_topic_id());
+    member.last_seen = Instant::now();
+    member.session_timeout = Duration::from_millis(session_timeout_ms as u64);
+    member.session_timer_armed = true;
+    g.members.insert(new_id.clone(), member);
+    let mut r = JoinGroupResponse::default();
+    r.generation_id = g.generation;
+    r.protocol_type = g.protocol_type.as_deref().map(s);
+    r.protocol_name = g.protocol.as_deref().map(s);
+    r.leader = s(g.leader.as_deref().unwrap_or_default());
+    r.member_id = s(&new_id);
+    Some((new_id, r))
+}
+
+/// Whether two protocol lists name the same protocols with the same
+/// subscription. Consumer metadata is compared by its subscribed topics
+/// only: a new process owns no partitions yet, so the owned-partitions and
+/// generation fields (ConsumerProtocolSubscription v1+) always differ.
+fn same_subscription(old: &[(String, Bytes)], new: &[(String, Bytes)]) -> bool {
+    old.len() == new.len()
+        && old.iter().zip(new).all(|((a, ma), (b, mb))| {
+            a == b && (ma == mb || subscribed_topics(ma).is_some_and(|t| Some(t) == subscribed_topics(mb)))
+        })
+}
+
+fn subscribed_topics(metadata: &Bytes) -> Option<std::collections::BTreeSet<String>> {
+    use bytes::Buf;
+    use kafka_protocol::protocol::Decodable;
+    let mut bytes = metadata.clone();
+    if bytes.remaining() < 2 {
+        return None;
+    }
+    let version = bytes.get_i16().clamp(0, 3);
+    let sub = kafka_protocol::messages::ConsumerProtocolSubscription::decode(&mut bytes, version).ok()?;
+    Some(sub.topics.iter().map(|t| t.to_string()).collect())
 }
 
 /// Moves a group to PreparingRebalance: pending syncs are told to rejoin,
