@@ -56,3 +56,16 @@ pub const READ_WINDOW_BYTES: usize = 1 << 20;
 /// Direct I/O alignment assumed for buffers and positions. Every Linux block
 /// device we target uses 512 or 4096; 4096 satisfies both.
 pub const DMA_ALIGNMENT: u64 = 4096;
+
+/// Bytes of produced batches the null broker (`shardlog bench null-broker`)
+/// keeps per partition, in memory only; a fetch below them gets
+/// OFFSET_OUT_OF_RANGE. The same size as the broker's batch cache, so a
+/// consumer near the tail is served from memory by both and their latencies
+/// compare like for like.
+pub const NULL_BROKER_TAIL_BYTES: usize = BATCH_CACHE_BYTES_DEFAULT;
+/// Partitions the null broker holds, all topics together: with
+/// `NULL_BROKER_TAIL_BYTES` each, at most 4 GiB of memory.
+pub const NULL_BROKER_PARTITIONS_MAX: usize = 512;
+/// Largest request the null broker reads (Kafka's `socket.request.max.bytes`
+/// and the broker's default `max_request_bytes`).
+pub const NULL_BROKER_REQUEST_BYTES_MAX: usize = 100 << 20;
