@@ -242,3 +242,53 @@ fn it_advertises_only_what_it_answers_and_closes_on_the_rest() {
     let resp: ApiVersionsResponse = again.call(ApiKey::ApiVersions, 0, &ApiVersionsRequest::default());
     assert_eq!(resp.api_keys.len(), 6, "still serving other connections");
 }
+
+#[test]
+fn large_requests_come_back_whole_and_the_tail_is_bounded() {
+    use common::wire::{create_topic, fetch_request, produce, Wire};
+    use kafka_protocol::messages::{ApiKey, FetchResponse};
+    const RECORDS: i64 = 400;
+    let broker = NullBroker::start();
+    let mut w = Wire::connect(&broker.bootstrap());
+    assert_eq!(create_topic(&mut w, "big", 1), 0);
+    // Batches of about 800 KB each (larger than a read of the socket), 11 MB
+    // in all: more than the 8 MiB the null broker keeps per partition.
+    let mut rng = common::Rng::new(12);
+    let mut sent = Vec::new();
+    for i in 0..14 {
+        let batch = common::random_batch(&mut rng, RECORDS as usize, 4000).freeze();
+        assert_eq!(produce(&mut w, "big", 0, batch.clone(), 1), (0, i * RECORDS), "batch {i}: offsets in order");
+        sent.push(batch);
+    }
+    let end = 14 * RECORDS;
+    let fetch = |w: &mut Wire, from: i64, wait_ms: i32| {
+        let resp: FetchResponse = w.call(ApiKey::Fetch, 12, &fetch_request("big", &[(0, from)], wait_ms, 1));
+        resp.responses[0].partitions[0].clone()
+    };
+    let p = fetch(&mut w, 0, 0);
+    assert_eq!(p.error_code, 1, "offset 0 fell below the tail: OFFSET_OUT_OF_RANGE");
+    let start = p.log_start_offset;
+    assert!(start > 0 && start < end - RECORDS && start % RECORDS == 0, "log start {start}");
+    assert_eq!(p.high_watermark, end);
+    // From the log start on, every batch comes back as sent, its base offset
+    // assigned (the CRC, which leaves the base offset out, still holds).
+    let mut from = start;
+    while from < end {
+        let p = fetch(&mut w, from, 0);
+        assert_eq!(p.error_code, 0);
+        let records = p.records.expect("records");
+        let mut at = 0;
+        for (base, last, len) in common::batches_in(&records) {
+            assert_eq!((base, last), (from, from + RECORDS - 1));
+            let original = &sent[(from / RECORDS) as usize];
+            assert!(records[at + 8..at + len] == original[8..], "batch at offset {from} differs from what was sent");
+            (from, at) = (last + 1, at + len);
+        }
+    }
+    // At the end, a fetch waits for max_wait_ms and comes back empty.
+    let asked = Instant::now();
+    let p = fetch(&mut w, end, 300);
+    assert_eq!(p.error_code, 0);
+    assert!(p.records.is_none_or(|r| r.is_empty()), "nothing past the end");
+    assert!(asked.elapsed() >= Duration::from_millis(250), "long poll returned after {:?}", asked.elapsed());
+}

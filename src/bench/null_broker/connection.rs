@@ -2,6 +2,12 @@
 //! request in it in order, write the answers together, read again. One
 //! request at a time, as Kafka serves a connection; a long-polling Fetch
 //! holds the requests behind it, as in Kafka.
+//!
+//! Reads land in a per-connection buffer that is reused; each request is
+//! then copied out into a buffer of its own size, which its batches keep.
+//! Keeping slices of the read buffer instead would pin a whole read buffer
+//! per stored batch: measured at 5,000 msg/s of small requests, 13 times
+//! the tail's bytes in memory, and page faults in the system time.
 
 use std::{io::IoSlice, rc::Rc};
 
@@ -14,10 +20,9 @@ use crate::limits::NULL_BROKER_REQUEST_BYTES_MAX;
 
 /// Smallest valid request: api key, api version, correlation id.
 const FRAME_BYTES_MIN: usize = 8;
-/// Bytes asked of the socket at least per read. Small, because the buffer
-/// is zeroed before each read (no unsafe code here to skip that); a frame
-/// known to be larger is read in one go.
-const READ_BYTES_MIN: usize = 16 << 10;
+/// The reused read buffer: many pipelined requests per read. A request
+/// larger than this is read straight into its own buffer.
+const READ_BUFFER_BYTES: usize = 256 << 10;
 /// Most buffers handed to one `sendmsg` (Linux's IOV_MAX).
 const IOV_MAX: usize = 1024;
 
@@ -72,34 +77,50 @@ pub async fn serve(core: Rc<Core>, stream: TcpStream) {
         return;
     }
     let mut conn = Conn { stream, out: Vec::new() };
-    let mut buf = BytesMut::with_capacity(READ_BYTES_MIN);
+    if let Err(reason) = serve_requests(&core, &mut conn).await {
+        log::warn!("null broker: closing connection from {peer}: {reason}");
+    }
+}
+
+/// Reads and answers requests until the client closes (`Ok`) or sends
+/// something that closes the connection (`Err`, why).
+async fn serve_requests(core: &Rc<Core>, conn: &mut Conn) -> Result<(), String> {
+    let mut buf = vec![0u8; READ_BUFFER_BYTES];
+    let (mut start, mut end) = (0, 0);
     loop {
-        let need = loop {
-            match whole_frame(&buf) {
-                Ok(Some(size)) => {
-                    let mut frame = buf.split_to(4 + size);
-                    frame.advance(4);
-                    if let Err(reason) = handlers::handle(&core, frame, &mut conn).await {
-                        log::warn!("null broker: closing connection from {peer}: {reason}");
-                        return;
-                    }
-                }
-                Ok(None) => break missing(&buf),
-                Err(reason) => {
-                    log::warn!("null broker: closing connection from {peer}: {reason}");
-                    return;
-                }
-            }
-        };
-        if let Err(e) = conn.flush().await {
-            log::debug!("null broker: connection from {peer}: write failed: {e}");
-            return;
+        while let Some(size) = whole_frame(&buf[start..end])? {
+            let frame = BytesMut::from(&buf[start + 4..start + 4 + size]);
+            start += 4 + size;
+            handlers::handle(core, frame, conn).await?;
         }
-        let start = buf.len();
-        buf.resize(start + need.max(READ_BYTES_MIN), 0);
-        match conn.stream.read(&mut buf[start..]).await {
-            Ok(0) | Err(_) => return, // closed by the client
-            Ok(n) => buf.truncate(start + n),
+        if let Err(e) = conn.flush().await {
+            log::debug!("null broker: write failed: {e}");
+            return Ok(());
+        }
+        let total = frame_bytes(&buf[start..end]);
+        if total > READ_BUFFER_BYTES {
+            // Too big for the read buffer: read the rest into its own.
+            let mut frame = BytesMut::zeroed(total - 4);
+            let have = end - start - 4;
+            frame[..have].copy_from_slice(&buf[start + 4..end]);
+            if conn.stream.read_exact(&mut frame[have..]).await.is_err() {
+                return Ok(());
+            }
+            (start, end) = (0, 0);
+            handlers::handle(core, frame, conn).await?;
+            continue;
+        }
+        if start == end {
+            (start, end) = (0, 0);
+        } else if READ_BUFFER_BYTES - start < total.max(4) || READ_BUFFER_BYTES - end < READ_BUFFER_BYTES / 4 {
+            // Move the partial request to the front: it must fit, and a
+            // read should have room for many requests.
+            buf.copy_within(start..end, 0);
+            (start, end) = (0, end - start);
+        }
+        match conn.stream.read(&mut buf[end..]).await {
+            Ok(0) | Err(_) => return Ok(()), // closed by the client
+            Ok(n) => end += n,
         }
     }
 }
@@ -116,11 +137,11 @@ fn whole_frame(buf: &[u8]) -> Result<Option<usize>, String> {
     Ok((buf.len() >= 4 + size as usize).then_some(size as usize))
 }
 
-/// Bytes still missing for the first frame in `buf` (0 if unknown).
-fn missing(buf: &[u8]) -> usize {
+/// Bytes of the first frame in `buf`, size prefix included (0 if unknown;
+/// its size was checked by `whole_frame`).
+fn frame_bytes(buf: &[u8]) -> usize {
     if buf.len() < 4 {
         return 0;
     }
-    let size = i32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
-    (4 + size).saturating_sub(buf.len())
+    4 + i32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize
 }
