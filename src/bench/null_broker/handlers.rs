@@ -132,6 +132,9 @@ fn api_versions(error: i16) -> ApiVersionsResponse {
 /// they were given: (range, base offset, last offset).
 type Placed = Vec<(Range<usize>, i64, i64)>;
 
+/// Each topic's answers (its name's range in the frame, its partitions).
+type Answers = Vec<(Range<usize>, Vec<ProducedPartition>)>;
+
 /// Produce: offsets assigned, batches patched in the frame and kept as
 /// slices of it, answered at once. Nothing is awaited, so no other request
 /// on this core runs between assigning offsets and storing the batches.
@@ -150,44 +153,7 @@ fn produce(
     } else {
         None
     };
-    let mut answers = Vec::with_capacity(request.topics.len());
-    let mut placed: Vec<(usize, i32, Placed)> = Vec::new();
-    {
-        let mut topics = core.topics.borrow_mut();
-        for (t, topic) in request.topics.iter().enumerate() {
-            let name = std::str::from_utf8(&frame[topic.name.clone()]).unwrap_or("");
-            let mut state = topics.get_mut(name);
-            let mut partitions = Vec::with_capacity(topic.partitions.len());
-            for (index, records) in &topic.partitions {
-                let mut answer = ProducedPartition { index: *index, error: 0, base_offset: -1, log_start: -1 };
-                let tail = state.as_mut().and_then(|s| s.tails.get_mut(usize::try_from(*index).ok()?));
-                answer.error = match (refuse, tail, records) {
-                    (Some(code), _, _) => code,
-                    (None, None, _) => codes::UNKNOWN_TOPIC_OR_PARTITION,
-                    (None, Some(None), _) => codes::NOT_LEADER_OR_FOLLOWER,
-                    (None, Some(Some(_)), None) => codes::CORRUPT_MESSAGE,
-                    (None, Some(Some(tail)), Some(range)) => match split_batches(&frame, range.clone()) {
-                        None => codes::CORRUPT_MESSAGE,
-                        Some(batches) => {
-                            let here: Placed = batches
-                                .into_iter()
-                                .map(|(r, count)| {
-                                    let base = tail.reserve(count);
-                                    (r, base, base + count - 1)
-                                })
-                                .collect();
-                            answer.base_offset = here[0].1;
-                            answer.log_start = tail.start;
-                            placed.push((t, *index, here));
-                            0
-                        }
-                    },
-                };
-                partitions.push(answer);
-            }
-            answers.push((topic.name.clone(), partitions));
-        }
-    }
+    let (answers, placed) = assign_offsets(core, &frame, &request, refuse);
     for (_, _, batches) in &placed {
         for (range, base, _) in batches {
             patch_base_offset(&mut frame[range.clone()], *base);
@@ -195,22 +161,72 @@ fn produce(
     }
     let frame = frame.freeze();
     if !placed.is_empty() {
-        let mut topics = core.topics.borrow_mut();
-        for (t, index, batches) in placed {
-            let name = std::str::from_utf8(&frame[request.topics[t].name.clone()]).unwrap_or("");
-            let tail = topics.get_mut(name).and_then(|s| s.tails.get_mut(index as usize)).and_then(Option::as_mut);
-            let tail = tail.expect("a partition that took offsets in this request still exists");
-            for (range, base, last) in batches {
-                tail.push(base, last, frame.slice(range));
-            }
-        }
-        drop(topics);
+        store(core, &frame, &request, placed);
         core.notify.notify();
     }
     if request.acks == 0 {
         return Ok(Vec::new());
     }
     Ok(vec![wire::produce_response(correlation, version, &frame, &answers)])
+}
+
+/// Checks each partition's batches and takes offsets for them: the
+/// answers, and (topic, partition, batches) for `store`.
+fn assign_offsets(
+    core: &Core,
+    frame: &[u8],
+    request: &wire::ProduceRequest,
+    refuse: Option<i16>,
+) -> (Answers, Vec<(usize, i32, Placed)>) {
+    let mut topics = core.topics.borrow_mut();
+    let mut answers = Vec::with_capacity(request.topics.len());
+    let mut placed = Vec::new();
+    for (t, topic) in request.topics.iter().enumerate() {
+        let name = std::str::from_utf8(&frame[topic.name.clone()]).unwrap_or("");
+        let mut state = topics.get_mut(name);
+        let mut partitions = Vec::with_capacity(topic.partitions.len());
+        for (index, records) in &topic.partitions {
+            let mut answer = ProducedPartition { index: *index, error: 0, base_offset: -1, log_start: -1 };
+            let tail = state.as_mut().and_then(|s| s.tails.get_mut(usize::try_from(*index).ok()?));
+            answer.error = match (refuse, tail, records) {
+                (Some(code), _, _) => code,
+                (None, None, _) => codes::UNKNOWN_TOPIC_OR_PARTITION,
+                (None, Some(None), _) => codes::NOT_LEADER_OR_FOLLOWER,
+                (None, Some(Some(_)), None) => codes::CORRUPT_MESSAGE,
+                (None, Some(Some(tail)), Some(range)) => match split_batches(frame, range.clone()) {
+                    None => codes::CORRUPT_MESSAGE,
+                    Some(batches) => {
+                        let here: Placed = batches
+                            .into_iter()
+                            .map(|(r, count)| {
+                                let base = tail.reserve(count);
+                                (r, base, base + count - 1)
+                            })
+                            .collect();
+                        (answer.base_offset, answer.log_start) = (here[0].1, tail.start);
+                        placed.push((t, *index, here));
+                        0
+                    }
+                },
+            };
+            partitions.push(answer);
+        }
+        answers.push((topic.name.clone(), partitions));
+    }
+    (answers, placed)
+}
+
+/// Keeps the patched batches in their partitions' tails.
+fn store(core: &Core, frame: &Bytes, request: &wire::ProduceRequest, placed: Vec<(usize, i32, Placed)>) {
+    let mut topics = core.topics.borrow_mut();
+    for (t, index, batches) in placed {
+        let name = std::str::from_utf8(&frame[request.topics[t].name.clone()]).unwrap_or("");
+        let tail = topics.get_mut(name).and_then(|s| s.tails.get_mut(index as usize)).and_then(Option::as_mut);
+        let tail = tail.expect("a partition that took offsets in this request still exists");
+        for (range, base, last) in batches {
+            tail.push(base, last, frame.slice(range));
+        }
+    }
 }
 
 /// The record batches in a partition's records: (range, record count).

@@ -18,7 +18,9 @@
 //! broadcast between cores (`state.rs`). Connections are served one request
 //! at a time, as Kafka does, with the answers to pipelined requests written
 //! together; Produce is parsed and answered by hand (`wire.rs`) and its
-//! batches are kept as slices of the very buffer the socket filled.
+//! batches are kept as slices of the request's buffer (one copy out of the
+//! connection's read buffer, see `connection.rs`); Fetch writes those same
+//! slices back with one vectored send.
 //!
 //! It is a client-side tool: it depends on `protocol` and the protocol
 //! crate, never on `server`, `shard` or `storage`.

@@ -1,5 +1,5 @@
 //! The hot path's wire format, by hand: the Produce request is located in
-//! place (so its record batches can be patched and kept without a copy),
+//! place (so its record batches are patched and kept with no further copy),
 //! and the Produce and Fetch responses are written directly. The protocol
 //! crate would copy the records and allocate per field. Each codec is
 //! checked against the crate in the tests below.
