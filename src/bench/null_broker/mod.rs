@@ -41,6 +41,7 @@ use clap::Args;
 use glommio::{channels::channel_mesh::MeshBuilder, net::TcpListener, LocalExecutorBuilder, Placement};
 
 use self::state::{Core, PeerMessage};
+use crate::limits::{NULL_BROKER_TAIL_BYTES_DEFAULT, NULL_BROKER_TAIL_BYTES_MAX, NULL_BROKER_TAIL_BYTES_MIN};
 
 /// Room in each core-to-core channel (topic creations only).
 const MESH_CHANNEL_CAPACITY: usize = 64;
@@ -55,12 +56,22 @@ pub struct NullBrokerArgs {
     /// the first core this process may run on).
     #[arg(long)]
     pub cpuset: Option<String>,
+    /// Bytes of recent batches kept per partition (in memory); a consumer
+    /// further behind gets OFFSET_OUT_OF_RANGE.
+    #[arg(long, default_value_t = NULL_BROKER_TAIL_BYTES_DEFAULT)]
+    pub tail_bytes: usize,
 }
 
 /// Runs the null broker until the process is killed: it holds nothing
 /// that needs a clean shutdown.
 pub fn run(a: &NullBrokerArgs) -> Result<(), String> {
     let addr = resolve(&a.listen)?;
+    if !(NULL_BROKER_TAIL_BYTES_MIN..=NULL_BROKER_TAIL_BYTES_MAX).contains(&a.tail_bytes) {
+        return Err(format!(
+            "--tail-bytes {} outside [{NULL_BROKER_TAIL_BYTES_MIN}, {NULL_BROKER_TAIL_BYTES_MAX}]",
+            a.tail_bytes
+        ));
+    }
     let cpus = match &a.cpuset {
         Some(list) => parse_cpuset(list)?,
         None => vec![core_affinity::get_core_ids().and_then(|ids| ids.first().map(|c| c.id)).unwrap_or(0)],
@@ -79,11 +90,11 @@ pub fn run(a: &NullBrokerArgs) -> Result<(), String> {
     let (ready_tx, ready_rx) = mpsc::channel::<Result<u16, String>>();
     let mut handles = Vec::new();
     for (index, &cpu) in cpus.iter().enumerate() {
-        let (nodes, mesh, ready) = (nodes.clone(), mesh.clone(), ready_tx.clone());
+        let (nodes, mesh, ready, tail_bytes) = (nodes.clone(), mesh.clone(), ready_tx.clone(), a.tail_bytes);
         let bind_to = SocketAddr::new(addr.ip(), nodes[index].1);
         let handle = LocalExecutorBuilder::new(Placement::Fixed(cpu))
             .name(&format!("null-broker-{index}"))
-            .spawn(move || async move { serve_core(index, bind_to, nodes, mesh, ready).await })
+            .spawn(move || async move { serve_core(index, bind_to, nodes, tail_bytes, mesh, ready).await })
             .map_err(|e| format!("cannot start an executor on core {cpu}: {e}"))?;
         handles.push(handle);
     }
@@ -117,6 +128,7 @@ async fn serve_core(
     index: usize,
     bind_to: SocketAddr,
     mut nodes: Vec<(String, u16)>,
+    tail_bytes: usize,
     mesh: MeshBuilder<PeerMessage, glommio::channels::channel_mesh::Full>,
     ready: mpsc::Sender<Result<u16, String>>,
 ) -> Result<(), String> {
@@ -131,7 +143,7 @@ async fn serve_core(
     let port = listener.local_addr().map_err(|e| e.to_string())?.port();
     nodes[index].1 = port;
     let (senders, receivers) = mesh.join().await.map_err(|e| format!("cannot join the other cores: {e}"))?;
-    let core = Rc::new(Core::new(index as i32, nodes, senders));
+    let core = Rc::new(Core::new(index as i32, nodes, tail_bytes, senders));
     state::serve_peers(&core, receivers);
     let _ = ready.send(Ok(port));
     loop {

@@ -16,7 +16,7 @@ use futures_channel::oneshot;
 use glommio::channels::channel_mesh::{Receivers, Senders};
 
 use super::tail::{codes, Notify, Tail};
-use crate::limits::NULL_BROKER_PARTITIONS_MAX;
+use crate::limits::NULL_BROKER_MEMORY_BYTES_MAX;
 
 /// Partitions of a topic that is created without saying how many (Kafka's
 /// `num.partitions` default).
@@ -42,17 +42,20 @@ pub struct Core {
     pub nodes: Vec<(String, u16)>,
     pub topics: RefCell<HashMap<String, Topic>>,
     partitions_total: Cell<usize>,
+    /// Bytes each partition keeps (`--tail-bytes`).
+    tail_bytes: usize,
     pub notify: Notify,
     peers: Senders<PeerMessage>,
 }
 
 impl Core {
-    pub fn new(node: i32, nodes: Vec<(String, u16)>, peers: Senders<PeerMessage>) -> Self {
+    pub fn new(node: i32, nodes: Vec<(String, u16)>, tail_bytes: usize, peers: Senders<PeerMessage>) -> Self {
         Self {
             node,
             nodes,
             topics: RefCell::new(HashMap::new()),
             partitions_total: Cell::new(0),
+            tail_bytes,
             notify: Notify::default(),
             peers,
         }
@@ -69,11 +72,12 @@ impl Core {
         if self.topics.borrow().contains_key(name) {
             return Err((codes::TOPIC_ALREADY_EXISTS, format!("topic {name} already exists")));
         }
-        let room = NULL_BROKER_PARTITIONS_MAX - self.partitions_total.get();
+        let most = NULL_BROKER_MEMORY_BYTES_MAX / self.tail_bytes;
+        let room = most.saturating_sub(self.partitions_total.get());
         if partitions < 1 || partitions as usize > room {
             return Err((
                 codes::INVALID_PARTITIONS,
-                format!("topic {name}: {partitions} partitions; the null broker holds at most {NULL_BROKER_PARTITIONS_MAX} in all ({room} left)"),
+                format!("topic {name}: {partitions} partitions; with --tail-bytes {} the null broker holds at most {most} in all ({room} left)", self.tail_bytes),
             ));
         }
         self.add_topic(name, partitions);
@@ -94,7 +98,8 @@ impl Core {
         if topics.contains_key(name) {
             return;
         }
-        let tails = (0..partitions).map(|p| (self.leader(p) == self.node).then(Tail::default)).collect();
+        let tails =
+            (0..partitions).map(|p| (self.leader(p) == self.node).then(|| Tail::new(self.tail_bytes))).collect();
         topics.insert(name.to_string(), Topic { partitions, id: topic_id(name), tails });
         self.partitions_total.set(self.partitions_total.get() + partitions as usize);
     }

@@ -1,6 +1,6 @@
 //! What the null broker keeps of a partition: its offsets and the most
 //! recent batches as they were received (base offsets patched), in memory
-//! only and bounded by `NULL_BROKER_TAIL_BYTES`.
+//! only and bounded by `--tail-bytes`.
 
 use std::{
     cell::{Cell, RefCell},
@@ -11,8 +11,6 @@ use std::{
 };
 
 use bytes::Bytes;
-
-use crate::limits::NULL_BROKER_TAIL_BYTES;
 
 /// Kafka error codes the null broker answers with.
 pub mod codes {
@@ -35,7 +33,6 @@ struct Stored {
 }
 
 /// A partition led by this core.
-#[derive(Default)]
 pub struct Tail {
     batches: VecDeque<Stored>,
     /// The first offset still held (Kafka's log start offset).
@@ -43,9 +40,14 @@ pub struct Tail {
     /// The next offset to assign (the high watermark: acks=1 is all there is).
     pub end: i64,
     bytes: usize,
+    bytes_max: usize,
 }
 
 impl Tail {
+    pub fn new(bytes_max: usize) -> Self {
+        Self { batches: VecDeque::new(), start: 0, end: 0, bytes: 0, bytes_max }
+    }
+
     /// Assigns `count` offsets; returns the first.
     pub fn reserve(&mut self, count: i64) -> i64 {
         let base = self.end;
@@ -58,7 +60,7 @@ impl Tail {
     pub fn push(&mut self, base: i64, last: i64, bytes: Bytes) {
         self.bytes += bytes.len();
         self.batches.push_back(Stored { base, last, bytes });
-        while self.bytes > NULL_BROKER_TAIL_BYTES && self.batches.len() > 1 {
+        while self.bytes > self.bytes_max && self.batches.len() > 1 {
             let old = self.batches.pop_front().expect("more than one batch");
             self.bytes -= old.bytes.len();
         }
@@ -151,8 +153,8 @@ mod tests {
 
     #[test]
     fn reads_from_the_batch_holding_the_offset_and_bounds_memory() {
-        let mut t = Tail::default();
-        let step = NULL_BROKER_TAIL_BYTES / 4;
+        let mut t = Tail::new(4 << 20);
+        let step = 1 << 20;
         for _ in 0..6 {
             let base = t.reserve(10);
             t.push(base, base + 9, batch(step));
