@@ -56,3 +56,20 @@ pub const READ_WINDOW_BYTES: usize = 1 << 20;
 /// Direct I/O alignment assumed for buffers and positions. Every Linux block
 /// device we target uses 512 or 4096; 4096 satisfies both.
 pub const DMA_ALIGNMENT: u64 = 4096;
+
+/// Bytes of produced batches the null broker (`shardlog bench null-broker`)
+/// keeps per partition by default, in memory only; a fetch below them gets
+/// OFFSET_OUT_OF_RANGE. The same size as the broker's batch cache, so a
+/// consumer near the tail is served from memory by both and their latencies
+/// compare like for like. `--tail-bytes` raises it for consumers that lag
+/// further (at 500 MB/s over 16 partitions, 8 MiB is a quarter second).
+pub const NULL_BROKER_TAIL_BYTES_DEFAULT: usize = BATCH_CACHE_BYTES_DEFAULT;
+/// Largest `--tail-bytes`, and the smallest: at least one large batch.
+pub const NULL_BROKER_TAIL_BYTES_MAX: usize = 1 << 30;
+pub const NULL_BROKER_TAIL_BYTES_MIN: usize = BATCH_BYTES_DEFAULT;
+/// Memory the null broker's tails may take in all (partitions × tail
+/// bytes): topics past it are refused. 512 partitions at the default.
+pub const NULL_BROKER_MEMORY_BYTES_MAX: usize = 4 << 30;
+/// Largest request the null broker reads (Kafka's `socket.request.max.bytes`
+/// and the broker's default `max_request_bytes`).
+pub const NULL_BROKER_REQUEST_BYTES_MAX: usize = 100 << 20;

@@ -17,6 +17,7 @@ pub mod cluster;
 pub mod consume;
 pub mod engine;
 pub mod measure;
+pub mod null_broker;
 pub mod payload;
 pub mod plot;
 pub mod produce;
@@ -48,6 +49,8 @@ pub enum BenchCommand {
     Sweep(BenchArgs),
     /// Raw loopback TCP and raw DMA write throughput of this machine, the baselines for ratios.
     Baseline(baseline::BaselineArgs),
+    /// A broker that only answers (Produce acked at once, Fetch from memory): the floor of bench's latency.
+    NullBroker(null_broker::NullBrokerArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -291,6 +294,7 @@ pub fn run(cmd: BenchCommand) -> Result<(), String> {
         BenchCommand::E2e(a) => ("e2e", a),
         BenchCommand::Sweep(a) => ("sweep", a),
         BenchCommand::Baseline(a) => return baseline::run(a),
+        BenchCommand::NullBroker(a) => return null_broker::run(a),
     };
     let w = Workload::from_args(args)?;
     std::fs::create_dir_all(&args.output).map_err(|e| format!("{}: {e}", args.output.display()))?;

@@ -4,6 +4,7 @@
 
 pub mod broker;
 pub mod members;
+pub mod null_broker;
 pub mod offsets_schema;
 pub mod proxy;
 pub mod wire;

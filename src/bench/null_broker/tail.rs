@@ -1,0 +1,175 @@
+//! What the null broker keeps of a partition: its offsets and the most
+//! recent batches as they were received (base offsets patched), in memory
+//! only and bounded by `--tail-bytes`.
+
+use std::{
+    cell::{Cell, RefCell},
+    collections::VecDeque,
+    future::Future,
+    pin::Pin,
+    task::{Context, Poll, Waker},
+};
+
+use bytes::Bytes;
+
+/// Kafka error codes the null broker answers with.
+pub mod codes {
+    pub const OFFSET_OUT_OF_RANGE: i16 = 1;
+    pub const CORRUPT_MESSAGE: i16 = 2;
+    pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+    pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+    pub const INVALID_REQUIRED_ACKS: i16 = 21;
+    pub const UNSUPPORTED_VERSION: i16 = 35;
+    pub const TOPIC_ALREADY_EXISTS: i16 = 36;
+    pub const INVALID_PARTITIONS: i16 = 37;
+    pub const INVALID_REQUEST: i16 = 42;
+}
+
+/// One stored batch: its first and last offsets and its bytes.
+struct Stored {
+    base: i64,
+    last: i64,
+    bytes: Bytes,
+}
+
+/// A partition led by this core.
+pub struct Tail {
+    batches: VecDeque<Stored>,
+    /// The first offset still held (Kafka's log start offset).
+    pub start: i64,
+    /// The next offset to assign (the high watermark: acks=1 is all there is).
+    pub end: i64,
+    bytes: usize,
+    bytes_max: usize,
+}
+
+impl Tail {
+    pub fn new(bytes_max: usize) -> Self {
+        Self { batches: VecDeque::new(), start: 0, end: 0, bytes: 0, bytes_max }
+    }
+
+    /// Assigns `count` offsets; returns the first.
+    pub fn reserve(&mut self, count: i64) -> i64 {
+        let base = self.end;
+        self.end += count;
+        base
+    }
+
+    /// Keeps a batch whose offsets `reserve` gave, dropping the oldest ones
+    /// past the byte bound (the newest batch is always kept).
+    pub fn push(&mut self, base: i64, last: i64, bytes: Bytes) {
+        self.bytes += bytes.len();
+        self.batches.push_back(Stored { base, last, bytes });
+        while self.bytes > self.bytes_max && self.batches.len() > 1 {
+            let old = self.batches.pop_front().expect("more than one batch");
+            self.bytes -= old.bytes.len();
+        }
+        self.start = self.batches.front().map_or(self.end, |b| b.base);
+    }
+
+    /// The batches from the one holding `from`, up to `max_bytes` (the first
+    /// batch always, as Kafka does, so a large batch cannot block a
+    /// consumer). Err: `from` is not in `start..=end`.
+    pub fn read(&self, from: i64, max_bytes: usize, out: &mut Vec<Bytes>) -> Result<usize, i16> {
+        if from < self.start || from > self.end {
+            return Err(codes::OFFSET_OUT_OF_RANGE);
+        }
+        let first = self.batches.partition_point(|b| b.last < from);
+        let mut taken = 0;
+        for b in self.batches.range(first..) {
+            if taken > 0 && taken + b.bytes.len() > max_bytes {
+                break;
+            }
+            taken += b.bytes.len();
+            out.push(b.bytes.clone());
+        }
+        Ok(taken)
+    }
+
+    /// The first offset whose batch has a timestamp at or after `ts`, and
+    /// that timestamp (ListOffsets by time); `None` when there is none.
+    pub fn offset_for_time(&self, ts: i64) -> Option<(i64, i64)> {
+        self.batches.iter().find_map(|b| {
+            let max_ts = i64::from_be_bytes(b.bytes[35..43].try_into().expect("a checked batch header"));
+            (max_ts >= ts).then_some((b.base, max_ts))
+        })
+    }
+}
+
+/// Wakes long-polling fetches when anything is produced on this core. One
+/// per core rather than per partition: a woken fetch re-checks its own
+/// partitions, and a null broker has few fetchers.
+#[derive(Default)]
+pub struct Notify {
+    generation: Cell<u64>,
+    waiters: RefCell<Vec<Waker>>,
+}
+
+impl Notify {
+    pub fn generation(&self) -> u64 {
+        self.generation.get()
+    }
+
+    pub fn notify(&self) {
+        self.generation.set(self.generation.get() + 1);
+        let waiters = std::mem::take(&mut *self.waiters.borrow_mut());
+        for w in waiters {
+            w.wake();
+        }
+    }
+
+    /// Completes once `notify` is called after `seen` was read.
+    pub fn changed(&self, seen: u64) -> Changed<'_> {
+        Changed { notify: self, seen }
+    }
+}
+
+pub struct Changed<'a> {
+    notify: &'a Notify,
+    seen: u64,
+}
+
+impl Future for Changed<'_> {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.notify.generation.get() != self.seen {
+            return Poll::Ready(());
+        }
+        let mut waiters = self.notify.waiters.borrow_mut();
+        if !waiters.iter().any(|w| w.will_wake(cx.waker())) {
+            waiters.push(cx.waker().clone());
+        }
+        Poll::Pending
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(n: usize) -> Bytes {
+        Bytes::from(vec![0u8; n])
+    }
+
+    #[test]
+    fn reads_from_the_batch_holding_the_offset_and_bounds_memory() {
+        let mut t = Tail::new(4 << 20);
+        let step = 1 << 20;
+        for _ in 0..6 {
+            let base = t.reserve(10);
+            t.push(base, base + 9, batch(step));
+        }
+        // Four batches fit; the two oldest were dropped.
+        assert_eq!((t.start, t.end), (20, 60));
+        let mut out = Vec::new();
+        assert_eq!(t.read(19, usize::MAX, &mut out), Err(codes::OFFSET_OUT_OF_RANGE));
+        assert_eq!(t.read(61, usize::MAX, &mut out), Err(codes::OFFSET_OUT_OF_RANGE));
+        assert_eq!(t.read(60, usize::MAX, &mut out), Ok(0));
+        assert_eq!(t.read(35, step + 1, &mut out), Ok(step), "the batch holding 35, and no more");
+        out.clear();
+        assert_eq!(t.read(35, 1, &mut out), Ok(step), "the first batch even past max_bytes");
+        out.clear();
+        assert_eq!(t.read(20, usize::MAX, &mut out), Ok(4 * step));
+        assert_eq!(out.len(), 4);
+    }
+}

@@ -1,0 +1,294 @@
+//! `shardlog bench null-broker`, the floor for bench latency, through the
+//! real binary on 127.0.0.1: librdkafka produces to it and reads the same
+//! records back (offsets assigned consecutively, long poll woken by
+//! produce), `shardlog bench e2e` validates every record against it, and it
+//! advertises only the APIs it answers.
+
+mod common;
+
+use std::{
+    collections::BTreeMap,
+    path::Path,
+    process::Command,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use common::null_broker::NullBroker;
+use rdkafka::{
+    admin::{AdminClient, AdminOptions, NewTopic, TopicReplication},
+    client::DefaultClientContext,
+    consumer::{BaseConsumer, Consumer},
+    message::Message,
+    producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext},
+    ClientConfig, ClientContext, Offset, TopicPartitionList,
+};
+use serde_json::Value;
+
+const TOPIC: &str = "nb-orders";
+const PARTITIONS: i32 = 4;
+
+/// partition -> offset -> (key, value)
+type Expected = BTreeMap<i32, BTreeMap<i64, (Vec<u8>, Vec<u8>)>>;
+
+struct Deliveries(Arc<Mutex<Vec<(usize, i32, i64, Option<String>)>>>);
+impl ClientContext for Deliveries {}
+impl ProducerContext for Deliveries {
+    type DeliveryOpaque = Box<usize>;
+    fn delivery(&self, result: &DeliveryResult<'_>, id: Box<usize>) {
+        let entry = match result {
+            Ok(m) => (*id, m.partition(), m.offset(), None),
+            Err((e, m)) => (*id, m.partition(), -1, Some(e.to_string())),
+        };
+        self.0.lock().unwrap().push(entry);
+    }
+}
+
+fn record(i: usize) -> (Vec<u8>, Vec<u8>) {
+    (format!("key-{i}").into_bytes(), format!("value-{i}-{}", "n".repeat(i % 113)).into_bytes())
+}
+
+/// Produces records `ids` with acks=1 and adds where they landed to `expected`.
+fn produce(bootstrap: &str, ids: std::ops::Range<usize>, expected: &mut Expected) {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let producer: BaseProducer<Deliveries> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("acks", "1")
+        .set("linger.ms", "2")
+        .set("enable.idempotence", "false")
+        .create_with_context(Deliveries(log.clone()))
+        .expect("producer");
+    for i in ids.clone() {
+        let (key, value) = record(i);
+        let mut rec = BaseRecord::with_opaque_to(TOPIC, Box::new(i)).key(&key).payload(&value);
+        loop {
+            match producer.send(rec) {
+                Ok(()) => break,
+                Err((_, back)) => {
+                    producer.poll(Duration::from_millis(10));
+                    rec = back;
+                }
+            }
+        }
+        producer.poll(Duration::ZERO);
+    }
+    producer.flush(Duration::from_secs(60)).expect("flush");
+    let log = log.lock().unwrap();
+    assert_eq!(log.len(), ids.len(), "every record got a delivery report");
+    for (i, partition, offset, error) in log.iter() {
+        assert!(error.is_none(), "record {i} failed: {error:?}");
+        let previous = expected.entry(*partition).or_default().insert(*offset, record(*i));
+        assert!(previous.is_none(), "offset {offset} of partition {partition} acknowledged twice");
+    }
+}
+
+/// Polls until `expected` has been read (every record in it, once), then
+/// checks the content.
+fn consume_until(c: &BaseConsumer, got: &mut Expected, expected: &Expected, when: &str) {
+    let total: usize = expected.values().map(BTreeMap::len).sum();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while got.values().map(BTreeMap::len).sum::<usize>() < total && Instant::now() < deadline {
+        let Some(m) = c.poll(Duration::from_millis(500)) else { continue };
+        let m = m.unwrap_or_else(|e| panic!("{when}: consume error {e}"));
+        let part = got.entry(m.partition()).or_default();
+        if let Some((&last, _)) = part.last_key_value() {
+            assert_eq!(m.offset(), last + 1, "{when}: partition {} skipped or repeated", m.partition());
+        }
+        part.insert(m.offset(), (m.key().unwrap_or_default().to_vec(), m.payload().unwrap_or_default().to_vec()));
+    }
+    assert!(got == expected, "{when}: the records read back differ from those acknowledged");
+}
+
+#[test]
+fn librdkafka_produces_and_reads_back_every_record() {
+    let broker = NullBroker::start();
+    let admin: AdminClient<DefaultClientContext> =
+        ClientConfig::new().set("bootstrap.servers", broker.bootstrap()).create().unwrap();
+    let created = futures_lite::future::block_on(admin.create_topics(
+        &[NewTopic::new(TOPIC, PARTITIONS, TopicReplication::Fixed(1))],
+        &AdminOptions::new().operation_timeout(Some(Duration::from_secs(10))),
+    ))
+    .unwrap();
+    assert!(created[0].is_ok(), "create topic: {:?}", created[0]);
+
+    let mut expected = Expected::new();
+    produce(&broker.bootstrap(), 0..12_000, &mut expected);
+    assert_eq!(expected.len(), PARTITIONS as usize, "records spread over every partition");
+    for (p, records) in &expected {
+        let offsets: Vec<i64> = records.keys().copied().collect();
+        let dense: Vec<i64> = (0..offsets.len() as i64).collect();
+        assert_eq!(offsets, dense, "partition {p}: offsets assigned from 0 without gaps");
+    }
+
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", broker.bootstrap())
+        .set("group.id", "nb-verify") // assign() needs one; no coordinator is used
+        .set("enable.auto.commit", "false")
+        .set("fetch.wait.max.ms", "200")
+        .create()
+        .expect("consumer");
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..PARTITIONS {
+        tpl.add_partition_offset(TOPIC, p, Offset::Beginning).unwrap();
+    }
+    c.assign(&tpl).unwrap();
+    let mut got = Expected::new();
+    consume_until(&c, &mut got, &expected, "first 12,000");
+
+    // The consumer now waits at the end of every partition: records
+    // produced while it long-polls must reach it.
+    produce(&broker.bootstrap(), 12_000..15_000, &mut expected);
+    consume_until(&c, &mut got, &expected, "3,000 more while polling");
+
+    for p in 0..PARTITIONS {
+        let (low, high) = c.fetch_watermarks(TOPIC, p, Duration::from_secs(10)).unwrap();
+        assert_eq!((low, high), (0, expected[&p].len() as i64), "watermarks of partition {p}");
+    }
+}
+
+fn bench(args: &[&str], out: &Path) -> (bool, Value, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_shardlog"))
+        .arg("bench")
+        .args(args)
+        .arg("--output")
+        .arg(out)
+        .args(["--name", "run"])
+        .output()
+        .expect("run shardlog bench");
+    let log = format!("{}\n{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    let text = std::fs::read_to_string(out.join("run.json")).unwrap_or_else(|e| panic!("no result file ({e}): {log}"));
+    (output.status.success(), serde_json::from_str(&text).expect("the result is JSON"), log)
+}
+
+#[test]
+fn bench_e2e_against_it_gets_every_record_acknowledged_and_back_once_in_order() {
+    let broker = NullBroker::start();
+    let dir = common::tempdir().unwrap();
+    let (ok, json, log) = bench(
+        &[
+            "e2e",
+            "--bootstrap",
+            &broker.bootstrap(),
+            "--topic",
+            "floor",
+            "--partitions",
+            "8",
+            "--rate",
+            "2000",
+            "--record-size",
+            "256",
+            "--duration",
+            "3s",
+            "--warmup",
+            "1s",
+        ],
+        dir.path(),
+    );
+    assert!(ok, "bench failed: {log}");
+    assert_eq!(json["status"], "ok", "{log}");
+    let n = |k: &str| json[k].as_f64().unwrap_or_else(|| panic!("{k} missing: {json}"));
+    // 4 s at 2000/s from a phase of 0: 8000 intended sends.
+    assert_eq!(n("sent"), 8000.0, "{log}");
+    assert_eq!(n("acknowledged"), 8000.0);
+    assert_eq!(n("received"), 8000.0, "every record back through Fetch");
+    assert_eq!((n("lost"), n("duplicated"), n("out_of_order")), (0.0, 0.0, 0.0));
+    // The null broker's own count agrees: its end offsets add up to the sends.
+    let mut w = common::wire::Wire::connect(&broker.bootstrap());
+    let end: i64 = (0..8).map(|p| partition_end(&mut w, "floor", p)).sum();
+    assert_eq!(end, 8000, "records the null broker assigned offsets to");
+}
+
+fn partition_end(w: &mut common::wire::Wire, topic: &str, partition: i32) -> i64 {
+    use kafka_protocol::messages::{
+        list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic},
+        ApiKey, BrokerId, ListOffsetsRequest, ListOffsetsResponse,
+    };
+    let mut p = ListOffsetsPartition::default();
+    p.partition_index = partition;
+    p.timestamp = -1;
+    let mut t = ListOffsetsTopic::default();
+    t.name = common::wire::topic_name(topic);
+    t.partitions = vec![p];
+    let mut req = ListOffsetsRequest::default();
+    req.replica_id = BrokerId(-1);
+    req.topics = vec![t];
+    let resp: ListOffsetsResponse = w.call(ApiKey::ListOffsets, 5, &req);
+    assert_eq!(resp.topics[0].partitions[0].error_code, 0);
+    resp.topics[0].partitions[0].offset
+}
+
+#[test]
+fn it_advertises_only_what_it_answers_and_closes_on_the_rest() {
+    use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse, FindCoordinatorRequest};
+    let broker = NullBroker::start();
+    let mut w = common::wire::Wire::connect(&broker.bootstrap());
+    let resp: ApiVersionsResponse = w.call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+    assert_eq!(resp.error_code, 0);
+    let mut keys: Vec<i16> = resp.api_keys.iter().map(|k| k.api_key).collect();
+    keys.sort();
+    // Produce, Fetch, ListOffsets, Metadata, ApiVersions, CreateTopics.
+    assert_eq!(keys, vec![0, 1, 2, 3, 18, 19]);
+    // A group API is not answered: the connection is closed, nothing else.
+    w.send(ApiKey::FindCoordinator, 3, &FindCoordinatorRequest::default());
+    w.stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let read = std::io::Read::read(&mut w.stream, &mut [0u8; 1]);
+    let closed = match &read {
+        Ok(0) => true,
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+        Ok(_) => false,
+    };
+    assert!(closed, "an API it does not advertise closes the connection (read gave {read:?})");
+    let mut again = common::wire::Wire::connect(&broker.bootstrap());
+    let resp: ApiVersionsResponse = again.call(ApiKey::ApiVersions, 0, &ApiVersionsRequest::default());
+    assert_eq!(resp.api_keys.len(), 6, "still serving other connections");
+}
+
+#[test]
+fn large_requests_come_back_whole_and_the_tail_is_bounded() {
+    use common::wire::{create_topic, fetch_request, produce, Wire};
+    use kafka_protocol::messages::{ApiKey, FetchResponse};
+    const RECORDS: i64 = 400;
+    let broker = NullBroker::start();
+    let mut w = Wire::connect(&broker.bootstrap());
+    assert_eq!(create_topic(&mut w, "big", 1), 0);
+    // Batches of about 800 KB each (larger than a read of the socket), 11 MB
+    // in all: more than the 8 MiB the null broker keeps per partition.
+    let mut rng = common::Rng::new(12);
+    let mut sent = Vec::new();
+    for i in 0..14 {
+        let batch = common::random_batch(&mut rng, RECORDS as usize, 4000).freeze();
+        assert_eq!(produce(&mut w, "big", 0, batch.clone(), 1), (0, i * RECORDS), "batch {i}: offsets in order");
+        sent.push(batch);
+    }
+    let end = 14 * RECORDS;
+    let fetch = |w: &mut Wire, from: i64, wait_ms: i32| {
+        let resp: FetchResponse = w.call(ApiKey::Fetch, 12, &fetch_request("big", &[(0, from)], wait_ms, 1));
+        resp.responses[0].partitions[0].clone()
+    };
+    let p = fetch(&mut w, 0, 0);
+    assert_eq!(p.error_code, 1, "offset 0 fell below the tail: OFFSET_OUT_OF_RANGE");
+    let start = p.log_start_offset;
+    assert!(start > 0 && start < end - RECORDS && start % RECORDS == 0, "log start {start}");
+    assert_eq!(p.high_watermark, end);
+    // From the log start on, every batch comes back as sent, its base offset
+    // assigned (the CRC, which leaves the base offset out, still holds).
+    let mut from = start;
+    while from < end {
+        let p = fetch(&mut w, from, 0);
+        assert_eq!(p.error_code, 0);
+        let records = p.records.expect("records");
+        let mut at = 0;
+        for (base, last, len) in common::batches_in(&records) {
+            assert_eq!((base, last), (from, from + RECORDS - 1));
+            let original = &sent[(from / RECORDS) as usize];
+            assert!(records[at + 8..at + len] == original[8..], "batch at offset {from} differs from what was sent");
+            (from, at) = (last + 1, at + len);
+        }
+    }
+    // At the end, a fetch waits for max_wait_ms and comes back empty.
+    let asked = Instant::now();
+    let p = fetch(&mut w, end, 300);
+    assert_eq!(p.error_code, 0);
+    assert!(p.records.is_none_or(|r| r.is_empty()), "nothing past the end");
+    assert!(asked.elapsed() >= Duration::from_millis(250), "long poll returned after {:?}", asked.elapsed());
+}
