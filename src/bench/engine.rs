@@ -7,11 +7,13 @@
 //! waits for the network or a timer yields to the others.
 //!
 //! Timing: a sender that waits for a record's intended time sleeps until
-//! `SPIN_BEFORE_DUE` before it, then arms a timer for the exact instant, and
-//! the executor spins (polling sockets and timers, so receivers still run)
-//! for at most `SPIN_BEFORE_DUE` before parking. A parked thread wakes tens of
+//! `spin` before it, then arms a timer for the exact instant, and the
+//! executor spins (polling sockets and timers, so receivers still run) for
+//! at most `spin` before parking. A parked thread wakes tens of
 //! microseconds late on a virtual machine; the spin keeps that out of the
-//! schedule, at the cost of some CPU that the generator's own core pays.
+//! schedule, at the cost of CPU that the generator's own core pays. On a
+//! core shared with other work the spinning costs the generator the
+//! scheduler's favour instead: `--spin 0` never spins.
 
 use std::{
     cell::{Cell, RefCell},
@@ -24,10 +26,10 @@ use std::{
 use glommio::{timer::Timer, LocalExecutorBuilder, Placement};
 
 /// How long before a due instant a waiting task stops sleeping and the
-/// executor starts spinning: above a parked thread's wake-up delay on the
-/// machines we measured (p99 well under 100 µs), so the due instant is met
-/// by the spin, not by the wake-up.
-pub const SPIN_BEFORE_DUE: Duration = Duration::from_micros(100);
+/// executor starts spinning, by default: above a parked thread's wake-up
+/// delay on the machines we measured (p99 well under 100 µs), so the due
+/// instant is met by the spin, not by the wake-up.
+pub const SPIN_BEFORE_DUE_DEFAULT: Duration = Duration::from_micros(100);
 
 /// A task that waits with no deadline wakes after this long to look again
 /// (a lost connection, the end of the run), so no wait is unbounded.
@@ -44,13 +46,13 @@ pub struct LoadCores {
 
 /// Starts one executor per entry of `jobs`: the i-th pinned to `cores[i]`
 /// (unpinned when `cores` has no i-th entry). Each runs its jobs to the end.
-pub fn start(cores: &[usize], jobs: Vec<Vec<Job>>) -> Result<LoadCores, String> {
+pub fn start(cores: &[usize], spin: Duration, jobs: Vec<Vec<Job>>) -> Result<LoadCores, String> {
     let mut handles = Vec::new();
     for (i, list) in jobs.into_iter().enumerate() {
         let placement = cores.get(i).map_or(Placement::Unbound, |&c| Placement::Fixed(c));
         let handle = LocalExecutorBuilder::new(placement)
             .name(&format!("bench-load-{i}"))
-            .spin_before_park(SPIN_BEFORE_DUE)
+            .spin_before_park(spin)
             .spawn(move || async move {
                 let tasks: Vec<_> = list.into_iter().map(|job| glommio::spawn_local(job())).collect();
                 for t in tasks {
@@ -85,13 +87,19 @@ impl LoadCores {
 
 /// Wakes one waiting task of the same executor: a receiver tells its
 /// sender that an answer freed a slot.
-#[derive(Default)]
 pub struct Notify {
     notified: Cell<bool>,
     waker: RefCell<Option<Waker>>,
+    /// How long before a deadline the wait stops sleeping (the executor's
+    /// spin covers the rest).
+    spin: Duration,
 }
 
 impl Notify {
+    pub fn new(spin: Duration) -> Self {
+        Self { notified: Cell::new(false), waker: RefCell::new(None), spin }
+    }
+
     pub fn notify(&self) {
         self.notified.set(true);
         if let Some(w) = self.waker.borrow_mut().take() {
@@ -107,7 +115,7 @@ impl Notify {
         if self.notified.replace(false) || deadline <= now {
             return;
         }
-        let early = deadline - SPIN_BEFORE_DUE;
+        let early = deadline - self.spin;
         if early > now && !self.until(early).await {
             return;
         }

@@ -110,9 +110,14 @@ pub struct BenchArgs {
     /// Unanswered produce requests allowed per connection.
     #[arg(long, default_value_t = 5)]
     pub max_in_flight: usize,
-    /// Cores to pin load threads to, one sending thread per core (e.g. 1 or 2,3).
+    /// Cores to pin the load to, one event loop per core (e.g. 1 or 2,3).
     #[arg(long, value_delimiter = ',')]
     pub cores: Vec<usize>,
+    /// How long before each intended send time a load core stops sleeping
+    /// and spins, so a parked thread's wake-up delay stays out of the
+    /// schedule; 0 never spins (for a load core shared with other work).
+    #[arg(long, default_value = "100us", value_parser = parse_duration)]
+    pub spin: Duration,
     /// `rdkafka` runs the workload with our client and then through
     /// librdkafka, and prints both and their ratio.
     #[arg(long, value_enum, default_value_t = ClientKind::Native)]
@@ -222,6 +227,8 @@ pub struct Workload {
     pub cores: Vec<usize>,
     /// Distinguishes this run's records from earlier ones in the topic.
     pub run: u32,
+    /// How long before a due instant the load core spins instead of sleeping.
+    pub spin: Duration,
 }
 
 impl Workload {
@@ -257,6 +264,7 @@ impl Workload {
             max_in_flight: a.max_in_flight.max(1),
             cores: a.cores.clone(),
             run,
+            spin: a.spin,
         })
     }
 
@@ -282,6 +290,7 @@ impl Workload {
             "connections": self.connections,
             "max_in_flight": self.max_in_flight,
             "cores": self.cores,
+            "spin_us": self.spin.as_micros() as u64,
         })
     }
 }
@@ -584,7 +593,7 @@ pub fn run_once(w: &Workload, layout: &cluster::Layout, e2e: bool, label: &str) 
     } else {
         None
     };
-    let cores = engine::start(&w.cores, jobs)?;
+    let cores = engine::start(&w.cores, w.spin, jobs)?;
     let total = (w.warmup + w.duration).as_secs_f64();
     let mut progress = Progress::new();
     let what = format!("{label} {}", if e2e { "e2e" } else { "produce" });
@@ -672,7 +681,7 @@ fn run_consume(w: &Workload, layout: &cluster::Layout, a: &BenchArgs) -> Result<
     let clock = Clock::new(start, Duration::ZERO);
     let (reader, jobs) =
         consume::plan(&w.topic, layout, from, Some(to), consume::Check::Offsets, a.fetch_bytes, clock)?;
-    let cores = engine::start(&w.cores, vec![jobs])?;
+    let cores = engine::start(&w.cores, w.spin, vec![jobs])?;
     let mut progress = Progress::new();
     let limit = w.duration.as_secs_f64();
     while !reader.caught_up() && !reader.failed() && progress_elapsed(start) < limit {

@@ -220,7 +220,7 @@ impl Sender {
         connections: Vec<(Arc<Lane>, Vec<i32>, TcpStream)>,
         clock: Clock,
     ) -> Result<Self, (Arc<Lane>, String)> {
-        let wake = Rc::new(Notify::default());
+        let wake = Rc::new(Notify::new(w.spin));
         let mut conns = Vec::new();
         for (lane, partitions, stream) in connections {
             let reader = match stream.try_clone() {
