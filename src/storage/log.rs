@@ -22,6 +22,7 @@ use std::{
     path::{Path, PathBuf},
     rc::Rc,
     sync::Arc,
+    time::{Duration, Instant},
 };
 
 use bytes::{Bytes, BytesMut};
@@ -57,6 +58,21 @@ pub struct AppendInfo {
     pub base_offset: i64,
     pub last_offset: i64,
     pub max_timestamp: i64,
+}
+
+/// Where one append's time went, for the request stages in `/metrics`
+/// (`metrics::stages`). Filled in by [`PartitionLog::append_timed`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AppendTimings {
+    /// Waiting for the write permit (the writer before may write this batch
+    /// too, in which case this is all the append waits for).
+    pub permit: Duration,
+    /// Rolling to a new segment while holding the permit.
+    pub roll: Duration,
+    /// DMA writes (preallocation included) while holding the permit.
+    pub write: Duration,
+    /// Waiting for an fdatasync covering the batch (acks=all).
+    pub sync: Duration,
 }
 
 /// Counters of one log, read by tests, benches and the metrics endpoint.
@@ -326,6 +342,16 @@ impl PartitionLog {
     /// writer flushes the whole queue in one DMA write, and one fdatasync then
     /// covers all of them.
     pub async fn append(&self, batch: BytesMut, durability: Durability) -> Result<AppendInfo, StorageError> {
+        self.append_timed(batch, durability, &mut AppendTimings::default()).await
+    }
+
+    /// [`Self::append`], saying where the time went.
+    pub async fn append_timed(
+        &self,
+        batch: BytesMut,
+        durability: Durability,
+        timings: &mut AppendTimings,
+    ) -> Result<AppendInfo, StorageError> {
         let header = record_batch::check_produced_batch(&batch, self.config.max_batch_bytes)
             .map_err(|reason| StorageError::InvalidBatch { partition: self.name.clone(), reason })?;
         if producers::is_idempotent(&header) {
@@ -336,7 +362,10 @@ impl PartitionLog {
                     // Written before: answer as the first time, once it is as
                     // durable as this request asks.
                     if durability == Durability::Synced {
-                        self.sync_through(last_offset + 1).await?;
+                        let waited = Instant::now();
+                        let synced = self.sync_through(last_offset + 1).await;
+                        timings.sync += waited.elapsed();
+                        synced?;
                     }
                     return Ok(AppendInfo { base_offset, last_offset, max_timestamp: header.max_timestamp });
                 }
@@ -348,14 +377,19 @@ impl PartitionLog {
         }
         let slot: ResultSlot = Rc::new(RefCell::new(None));
         self.state.borrow_mut().pending.push(Pending { batch, header, slot: slot.clone() });
+        let waited = Instant::now();
         let permit = self.write_permit.acquire_permit(1).await.expect("write permit: never closed");
+        timings.permit += waited.elapsed();
         if slot.borrow().is_none() {
-            self.flush_pending().await;
+            self.flush_pending(timings).await;
         }
         drop(permit);
         let info = slot.borrow_mut().take().expect("a flush answers every queued append")?;
         if durability == Durability::Synced {
-            self.sync_through(info.last_offset + 1).await?;
+            let waited = Instant::now();
+            let synced = self.sync_through(info.last_offset + 1).await;
+            timings.sync += waited.elapsed();
+            synced?;
         }
         Ok(info)
     }
@@ -370,20 +404,24 @@ impl PartitionLog {
     /// Writes every queued append, in runs that fit the active segment and
     /// the write size limit, rolling between runs. The caller holds the
     /// write permit. Every queued slot gets an answer.
-    async fn flush_pending(&self) {
+    async fn flush_pending(&self, timings: &mut AppendTimings) {
         let mut queue = std::mem::take(&mut self.state.borrow_mut().pending);
         let mut done = 0;
         while done < queue.len() {
+            let rolled = Instant::now();
             let outcome = match self.ensure_writable() {
                 Ok(()) => self.roll_if_due(queue[done].batch.len()).await,
                 Err(e) => Err(e),
             };
+            timings.roll += rolled.elapsed();
             let run_len = self.run_length(&queue[done..]);
             let run = &mut queue[done..done + run_len];
+            let written = Instant::now();
             let outcome = match outcome {
                 Ok(()) => self.write_run(run).await,
                 Err(e) => Err(e),
             };
+            timings.write += written.elapsed();
             match outcome {
                 Ok(infos) => {
                     for (p, info) in run.iter().zip(infos) {
@@ -529,7 +567,7 @@ impl PartitionLog {
         let appends = self.stats.appends.get();
         self.stats.appends_per_sync.observe((appends - self.stats.appends_at_last_sync.get()) as f64);
         self.stats.appends_at_last_sync.set(appends);
-        let started = std::time::Instant::now();
+        let started = Instant::now();
         let synced = file.fdatasync().await;
         self.stats.sync_seconds.observe(started.elapsed().as_secs_f64());
         match synced {

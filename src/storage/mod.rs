@@ -21,5 +21,5 @@ pub use chunk::{Chunk, FileRange};
 pub use config::{Clock, LogConfig};
 pub use error::{PartitionName, StorageError};
 pub use file::{Fault, Faults};
-pub use log::{AppendInfo, Durability, PartitionLog, ReadSlice, RetentionOutcome};
+pub use log::{AppendInfo, AppendTimings, Durability, PartitionLog, ReadSlice, RetentionOutcome};
 pub use recovery::RecoveryReport;
