@@ -56,3 +56,11 @@ pub const READ_WINDOW_BYTES: usize = 1 << 20;
 /// Direct I/O alignment assumed for buffers and positions. Every Linux block
 /// device we target uses 512 or 4096; 4096 satisfies both.
 pub const DMA_ALIGNMENT: u64 = 4096;
+
+/// Kernel io_uring workers (io-wq, "bounded": regular-file work such as
+/// fdatasync, and DMA writes the kernel cannot finish inline) one shard's
+/// thread may run at once. Every fdatasync runs in such a worker; with the
+/// kernel's default we saw one worker per shard, so a request's
+/// per-partition syncs ran one after another. This lets every partition's
+/// sync be in flight together; the disk, not a worker, is then the queue.
+pub const IO_WORKERS_BOUNDED_PER_SHARD: u32 = 64;

@@ -9,6 +9,7 @@ pub mod config;
 pub mod connection;
 pub mod fetch_encode;
 pub mod handlers;
+mod io_workers;
 mod send;
 
 use std::{
@@ -249,6 +250,14 @@ async fn run_shard(
 ) -> Result<(), String> {
     let (senders, receivers) = mesh.join().await.map_err(|e| format!("cannot join the shard mesh: {e}"))?;
     let shard = Shard::new(settings, senders, table.clone());
+    match io_workers::raise_worker_cap() {
+        Ok(found) => log::info!(
+            "shard {}: kernel io workers for file syncs raised from {found} to {}",
+            shard.id,
+            crate::limits::IO_WORKERS_BOUNDED_PER_SHARD
+        ),
+        Err(e) => log::warn!("shard {}: cannot raise the kernel io worker cap (syncs may queue): {e}", shard.id),
+    }
     shard.serve_peers(receivers);
     shard.apply_topics(table).await;
     load_groups(&shard).await;
