@@ -5,6 +5,7 @@
 //! **Architecture invariant:** storage never parses records. It reads batch
 //! headers (offsets, lengths, timestamps, CRC) and treats the rest as bytes.
 
+pub mod background;
 pub mod batch_cache;
 pub mod chunk;
 pub mod compact;
