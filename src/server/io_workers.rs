@@ -23,3 +23,19 @@ pub fn raise_worker_cap() -> std::io::Result<u32> {
     ring.submitter().register_iowq_max_workers(&mut wanted)?;
     Ok(found[0])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cap_is_raised_for_the_shard_thread() {
+        let (first, second) = glommio::LocalExecutorBuilder::default()
+            .spawn(|| async { (raise_worker_cap().unwrap(), raise_worker_cap().unwrap()) })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert!(first > 0, "the kernel reported a cap");
+        assert_eq!(second, limits::IO_WORKERS_BOUNDED_PER_SHARD, "the second call finds the raised cap");
+    }
+}
