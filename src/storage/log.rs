@@ -890,6 +890,9 @@ impl PartitionLog {
     /// Deletes whole segments, oldest first, beyond `retention.bytes` or older
     /// than `retention.ms`. The active segment is never deleted.
     pub async fn enforce_retention(&self) -> Result<RetentionOutcome, StorageError> {
+        // Settle before taking the permit, so appends rarely wait for it;
+        // again under the permit for a roll that happened meanwhile.
+        self.settle().await;
         let _permit = self.write_permit.acquire_permit(1).await.expect("write permit: never closed");
         self.settle().await;
         if !self.config.delete {
