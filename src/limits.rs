@@ -73,3 +73,16 @@ pub const NULL_BROKER_MEMORY_BYTES_MAX: usize = 4 << 30;
 /// Largest request the null broker reads (Kafka's `socket.request.max.bytes`
 /// and the broker's default `max_request_bytes`).
 pub const NULL_BROKER_REQUEST_BYTES_MAX: usize = 100 << 20;
+
+/// Kernel io_uring workers (io-wq, "bounded": regular-file work such as
+/// fdatasync, and DMA writes the kernel cannot finish inline) one shard's
+/// thread may run at once. Every fdatasync runs in such a worker; with the
+/// kernel's default we saw one worker per shard, so a request's
+/// per-partition syncs ran one after another. This lets every partition's
+/// sync be in flight together; the disk, not a worker, is then the queue.
+pub const IO_WORKERS_BOUNDED_PER_SHARD: u32 = 64;
+
+/// Shares of a shard's background task queue (retention, compaction, offset
+/// expiry, the work a segment roll leaves), against 1000 for request
+/// handling: when both have work, requests get about 95% of the core.
+pub const BACKGROUND_SHARES: usize = 50;

@@ -39,8 +39,15 @@ fn rolls_on_size_with_twenty_digit_names_and_sealed_indices() {
         let names = log_files(dir.path(), ".log");
         let expected: Vec<String> = segments.iter().map(|(b, _)| format!("{b:020}.log")).collect();
         assert_eq!(names, expected);
-        // Sealed segments have their indices on disk; the active one gets them at close.
+        // Sealed segments get their indices in the background, off the
+        // append path; once settled they are on disk, and the active one
+        // gets them at close.
+        log.settle().await;
         assert_eq!(log_files(dir.path(), ".index").len(), segments.len() - 1);
+        for (base, size) in &segments[..segments.len() - 1] {
+            let on_disk = std::fs::metadata(dir.path().join(format!("{base:020}.log"))).unwrap().len();
+            assert_eq!(on_disk, *size, "sealed segment {base} trimmed to its data once settled");
+        }
         log.close().await.unwrap();
         assert_eq!(log_files(dir.path(), ".timeindex").len(), segments.len());
         for (base, size) in &segments {

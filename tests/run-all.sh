@@ -38,8 +38,10 @@ for tool in cc make; do
         break
     fi
 done
-# The disk-full test makes a small ext4 image and loop-mounts it (as root).
-if ! command -v mkfs.ext4 >/dev/null 2>&1 || ! command -v losetup >/dev/null 2>&1; then
+# The disk-full test makes a small ext4 image and loop-mounts it (as root);
+# the confined test runs the broker under taskset (util-linux).
+if ! command -v mkfs.ext4 >/dev/null 2>&1 || ! command -v losetup >/dev/null 2>&1 \
+    || ! command -v taskset >/dev/null 2>&1; then
     apt-get update -qq && apt-get install -y -qq e2fsprogs mount util-linux
 fi
 # cargo-fuzz, for the bounded fuzzing runs at the end.

@@ -37,6 +37,10 @@ async fn crashed_log() -> Crashed {
     log.append(victim_bytes, Durability::Synced).await.unwrap();
     let (base, size) = *log.segments().last().unwrap();
     assert!(log.segment_count() > 2, "the prefix spans several segments");
+    // Let the last roll's background work (indices, checkpoint) land first:
+    // the damage under test is the torn tail, and the copies below need a
+    // directory no helper thread is still writing to.
+    log.settle().await;
     drop(log);
     let segment = dir.path().join(format!("{base:020}.log"));
     Crashed { dir, segment, prefix, prefix_end, victim: size - victim_len..size }

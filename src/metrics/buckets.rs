@@ -10,6 +10,12 @@ pub const LATENCY_SECONDS: &[f64] =
 /// Appends covered by one fdatasync (group commit).
 pub const BATCH_SIZES: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 1024.0];
 
+/// The bucket `v` falls in: the first bound at or above it, else +Inf
+/// (index `bounds.len()`).
+pub fn bucket_index(bounds: &[f64], v: f64) -> usize {
+    bounds.iter().position(|b| v <= *b).unwrap_or(bounds.len())
+}
+
 #[derive(Debug)]
 pub struct Buckets {
     bounds: &'static [f64],
@@ -24,7 +30,7 @@ impl Buckets {
     }
 
     pub fn observe(&self, v: f64) {
-        let i = self.bounds.iter().position(|b| v <= *b).unwrap_or(self.bounds.len());
+        let i = bucket_index(self.bounds, v);
         self.counts[i].set(self.counts[i].get() + 1);
         self.sum.set(self.sum.get() + v);
     }

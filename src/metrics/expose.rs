@@ -109,6 +109,50 @@ impl Collector for Scrape {
         )?;
         family(
             &mut e,
+            "shardlog_request_total_seconds",
+            "Time from a request's size prefix read to its response written: the interval the stages split.",
+            MetricType::Histogram,
+            shards.iter().flat_map(|s| {
+                s.stages.iter().map(move |(k, st)| (l(&[shard(s), ("api", api_name(*k))]), ConstHistogram(&st.total)))
+            }),
+        )?;
+        family(
+            &mut e,
+            "shardlog_request_stage_seconds",
+            "Time an answered request spent in each stage (see metrics/stages.rs); the stages add up to shardlog_request_total_seconds.",
+            MetricType::Histogram,
+            shards.iter().flat_map(|s| {
+                s.stages.iter().flat_map(move |(k, st)| {
+                    st.stages.iter().map(move |(stage, h)| {
+                        (l(&[shard(s), ("api", api_name(*k)), ("stage", stage.name().to_string())]), ConstHistogram(h))
+                    })
+                })
+            }),
+        )?;
+        family(
+            &mut e,
+            "shardlog_request_stage_seconds_by_total",
+            "Seconds spent in each stage by the requests whose total fell in the bucket total_le: the breakdown of the slowest requests.",
+            MetricType::Counter,
+            shards.iter().flat_map(|s| {
+                s.stages.iter().flat_map(move |(k, st)| {
+                    st.by_total.iter().flat_map(move |(le, row)| {
+                        let le = if *le == f64::MAX { "+Inf".to_string() } else { le.to_string() };
+                        crate::metrics::stages::STAGES.iter().zip(row).map(move |(stage, secs)| {
+                            let labels = l(&[
+                                shard(s),
+                                ("api", api_name(*k)),
+                                ("stage", stage.name().to_string()),
+                                ("total_le", le.clone()),
+                            ]);
+                            (labels, ConstCounter::new(*secs))
+                        })
+                    })
+                })
+            }),
+        )?;
+        family(
+            &mut e,
             "shardlog_produce_errors",
             "Partitions answered with an error by Produce, by Kafka error code.",
             MetricType::Counter,

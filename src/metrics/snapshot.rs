@@ -28,6 +28,8 @@ pub struct ShardSnapshot {
     pub requests_in_flight: u64,
     /// ((API key, version), latency).
     pub requests: Vec<((i16, i16), BucketSnapshot)>,
+    /// Per API key, the stages of its answered requests.
+    pub stages: Vec<(i16, super::StagesSnapshot)>,
     pub produce_errors: Vec<(i16, u64)>,
     pub fetch_errors: Vec<(i16, u64)>,
     pub long_poll_waiters: u64,

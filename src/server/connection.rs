@@ -8,6 +8,7 @@ use std::{
     pin::Pin,
     rc::Rc,
     task::{Context, Poll},
+    time::Instant,
 };
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -20,6 +21,7 @@ use kafka_protocol::{
 
 use crate::{
     limits,
+    metrics::stages::{RequestTrace, Stage},
     server::handlers::{self, api_versions, groups},
     shard::Shard,
     storage::Chunk,
@@ -56,8 +58,15 @@ impl futures_lite::AsyncWrite for SharedStream {
 /// the request's bytes against the connection's and the shard's in-flight
 /// budgets until its response is written.
 enum Next {
-    Response(glommio::task::JoinHandle<Result<Option<Vec<Chunk>>, String>>, [StaticPermit; 2]),
+    Response(Pending, [StaticPermit; 2]),
     Close(String),
+}
+
+/// A request being handled: its handler task and its stage laps.
+struct Pending {
+    task: glommio::task::JoinHandle<Result<Option<Vec<Chunk>>, String>>,
+    api_key: i16,
+    trace: Rc<RequestTrace>,
 }
 
 /// Counts a connection for `max_connections` while it lives.
@@ -96,17 +105,23 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
     let reader = glommio::spawn_local(read_frames(shard.clone(), stream.clone(), tx, peer.clone())).detach();
     let mut writer = stream;
     while let Some(next) = rx.recv().await {
-        let (outcome, _permits) = match next {
-            Next::Response(task, permits) => {
-                (task.await.unwrap_or_else(|| Err("request handler was cancelled".into())), Some(permits))
+        let (outcome, _permits, traced) = match next {
+            Next::Response(pending, permits) => {
+                let outcome = pending.task.await.unwrap_or_else(|| Err("request handler was cancelled".into()));
+                pending.trace.lap(Stage::ResponseWait);
+                (outcome, Some(permits), Some((pending.api_key, pending.trace)))
             }
-            Next::Close(reason) => (Err(reason), None),
+            Next::Close(reason) => (Err(reason), None, None),
         };
         match outcome {
             Ok(Some(response)) => {
                 if let Err(e) = crate::server::send::write_all(fd, &mut writer, response).await {
                     log::debug!("connection from {peer}: write failed: {e}");
                     break;
+                }
+                if let Some((api_key, trace)) = traced {
+                    trace.lap(Stage::SocketWrite);
+                    shard.metrics.request_stages(api_key, &trace);
                 }
             }
             Ok(None) => {}
@@ -131,6 +146,8 @@ async fn read_frames(
         if stream.read_exact(&mut len).await.is_err() {
             break; // closed by the client
         }
+        // The request's clock starts here (see `metrics::stages`).
+        let trace = Rc::new(RequestTrace::start(Instant::now()));
         let size = i32::from_be_bytes(len);
         if size < FRAME_BYTES_MIN as i32 || size as usize > shard.settings.max_request_bytes {
             let reason =
@@ -151,12 +168,13 @@ async fn read_frames(
             log::debug!("connection from {peer}: closed mid-request: {e}");
             break;
         }
-        let (shard, peer) = (shard.clone(), peer.clone());
+        let (shard, peer, traced) = (shard.clone(), peer.clone(), trace.clone());
+        let (key, version) = (i16::from_be_bytes([frame[0], frame[1]]), i16::from_be_bytes([frame[2], frame[3]]));
         let task = glommio::spawn_local(async move {
+            traced.lap(Stage::ReadWait);
             shard.inflight.set(shard.inflight.get() + 1);
-            let started = std::time::Instant::now();
-            let (key, version) = (i16::from_be_bytes([frame[0], frame[1]]), i16::from_be_bytes([frame[2], frame[3]]));
-            let result = handle_frame(&shard, frame.freeze(), &peer).await;
+            let started = Instant::now();
+            let result = handle_frame(&shard, frame.freeze(), &peer, &traced).await;
             if result.is_ok() {
                 shard.metrics.request(key, version, started.elapsed().as_secs_f64());
             }
@@ -164,7 +182,8 @@ async fn read_frames(
             result
         })
         .detach();
-        if tx.send(Next::Response(task, [own, shared])).await.is_err() {
+        let pending = Pending { task, api_key: key, trace };
+        if tx.send(Next::Response(pending, [own, shared])).await.is_err() {
             break; // the writer stopped
         }
     }
@@ -173,7 +192,12 @@ async fn read_frames(
 
 /// Decodes and answers one request: the response frame as chunks to write
 /// in order. `Ok(None)`: no response is due (acks=0).
-async fn handle_frame(shard: &Rc<Shard>, frame: Bytes, peer: &str) -> Result<Option<Vec<Chunk>>, String> {
+async fn handle_frame(
+    shard: &Rc<Shard>,
+    frame: Bytes,
+    peer: &str,
+    trace: &RequestTrace,
+) -> Result<Option<Vec<Chunk>>, String> {
     let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
     let version = i16::from_be_bytes([frame[2], frame[3]]);
     if i16::from_be_bytes([frame[0], frame[1]]) == ApiKey::Fetch as i16 && handlers::supported(ApiKey::Fetch, version) {
@@ -183,14 +207,23 @@ async fn handle_frame(shard: &Rc<Shard>, frame: Bytes, peer: &str) -> Result<Opt
         let Request::Fetch(req) = decode_body(ApiKey::Fetch, version, &mut body)? else {
             return Err("Fetch decoded as another request".into());
         };
+        trace.lap(Stage::Decode);
         let topics = handlers::fetch::handle(shard, req).await;
-        return Ok(Some(crate::server::fetch_encode::encode(correlation_id, version, &topics)));
+        trace.lap(Stage::Handle);
+        let encoded = crate::server::fetch_encode::encode(correlation_id, version, &topics);
+        trace.lap(Stage::Encode);
+        return Ok(Some(encoded));
     }
-    Ok(handle_other(shard, frame, peer).await?.map(|b| vec![Chunk::Memory(b)]))
+    Ok(handle_other(shard, frame, peer, trace).await?.map(|b| vec![Chunk::Memory(b)]))
 }
 
 /// Every API but Fetch: encoded by the protocol crate into one buffer.
-async fn handle_other(shard: &Rc<Shard>, mut frame: Bytes, peer: &str) -> Result<Option<Bytes>, String> {
+async fn handle_other(
+    shard: &Rc<Shard>,
+    mut frame: Bytes,
+    peer: &str,
+    trace: &RequestTrace,
+) -> Result<Option<Bytes>, String> {
     let api_key = i16::from_be_bytes([frame[0], frame[1]]);
     let version = i16::from_be_bytes([frame[2], frame[3]]);
     let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
@@ -218,10 +251,19 @@ async fn handle_other(shard: &Rc<Shard>, mut frame: Bytes, peer: &str) -> Result
     let request = decode_body(key, version, &mut frame)?;
     // Release the frame's hold on the buffer produced records point into.
     drop(frame);
+    trace.lap(Stage::Decode);
+    // Produce charges its own handler time (along its critical path); every
+    // other API's handler is one `Handle` lap.
     macro_rules! respond {
-        ($resp:expr) => {
-            frame_response(header.correlation_id, version, &$resp, response_header_version)?
-        };
+        ($resp:expr) => {{
+            let response = $resp;
+            if key != ApiKey::Produce {
+                trace.lap(Stage::Handle);
+            }
+            let encoded = frame_response(header.correlation_id, version, &response, response_header_version)?;
+            trace.lap(Stage::Encode);
+            encoded
+        }};
     }
     let out = match request {
         Request::Metadata(req) => respond!(handlers::metadata::handle(shard, req, version).await),
@@ -234,7 +276,7 @@ async fn handle_other(shard: &Rc<Shard>, mut frame: Bytes, peer: &str) -> Result
         Request::DescribeLogDirs(req) => respond!(handlers::cluster::describe_log_dirs(shard, req, version).await),
         Request::AlterConfigs(req) => respond!(handlers::configs::alter(shard, req).await),
         Request::IncrementalAlterConfigs(req) => respond!(handlers::configs::incremental_alter(shard, req).await),
-        Request::Produce(req) => match handlers::produce::handle(shard, req).await {
+        Request::Produce(req) => match handlers::produce::handle(shard, req, trace).await {
             Some(resp) => respond!(resp),
             None => return Ok(None),
         },

@@ -9,6 +9,7 @@ pub mod config;
 pub mod connection;
 pub mod fetch_encode;
 pub mod handlers;
+mod io_workers;
 mod send;
 
 use std::{
@@ -249,6 +250,20 @@ async fn run_shard(
 ) -> Result<(), String> {
     let (senders, receivers) = mesh.join().await.map_err(|e| format!("cannot join the shard mesh: {e}"))?;
     let shard = Shard::new(settings, senders, table.clone());
+    let background = glommio::executor().create_task_queue(
+        glommio::Shares::Static(crate::limits::BACKGROUND_SHARES),
+        glommio::Latency::NotImportant,
+        "background",
+    );
+    crate::storage::background::use_queue(background);
+    match io_workers::raise_worker_cap() {
+        Ok(found) => log::info!(
+            "shard {}: kernel io workers for file syncs raised from {found} to {}",
+            shard.id,
+            crate::limits::IO_WORKERS_BOUNDED_PER_SHARD
+        ),
+        Err(e) => log::warn!("shard {}: cannot raise the kernel io worker cap (syncs may queue): {e}", shard.id),
+    }
     shard.serve_peers(receivers);
     shard.apply_topics(table).await;
     load_groups(&shard).await;
@@ -372,7 +387,7 @@ async fn load_groups(shard: &Rc<Shard>) {
     }
     let every = Duration::from_millis(shard.settings.groups.offsets_retention_check_ms);
     let shard = shard.clone();
-    glommio::spawn_local(async move {
+    crate::storage::background::spawn(async move {
         loop {
             glommio::timer::sleep(every).await;
             let n = crate::groups::offsets::expire_offsets(&shard).await;
@@ -380,15 +395,15 @@ async fn load_groups(shard: &Rc<Shard>) {
                 log::info!("shard {}: expired {n} committed offsets", shard.id);
             }
         }
-    })
-    .detach();
+    });
 }
 
 /// Every `every`, applies retention to delete-policy logs and compacts
-/// compacted ones (only when new segments were sealed since the last pass).
+/// compacted ones (only when new segments were sealed since the last pass),
+/// in the shard's background queue: it yields to request handling.
 fn spawn_log_maintenance(shard: &Rc<Shard>, every: Duration) {
     let shard = shard.clone();
-    glommio::spawn_local(async move {
+    crate::storage::background::spawn(async move {
         loop {
             glommio::timer::sleep(every).await;
             for p in shard.all_partitions() {
@@ -412,8 +427,7 @@ fn spawn_log_maintenance(shard: &Rc<Shard>, every: Duration) {
                 }
             }
         }
-    })
-    .detach();
+    });
 }
 
 /// Accepts connections until a stop signal. The signal flag is checked when

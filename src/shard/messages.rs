@@ -1,11 +1,11 @@
 //! Typed requests one shard sends another, and their answers. Everything here
 //! is `Send`: it crosses cores over glommio's channel mesh.
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Instant};
 
 use bytes::BytesMut;
 
-use crate::{shard::topics::TopicTable, storage::Chunk};
+use crate::{metrics::stages::AppendStages, shard::topics::TopicTable, storage::Chunk};
 
 /// A Kafka error code, as sent on the wire.
 pub type ErrorCode = i16;
@@ -101,8 +101,9 @@ pub struct TopicOutcome {
 
 #[derive(Debug)]
 pub enum ShardRequest {
-    /// Append one batch to a partition this shard owns.
-    Produce { topic: String, partition: i32, batch: BytesMut, durable: bool },
+    /// Append one batch to a partition this shard owns. `sent`: when the
+    /// caller sent it, for the cross-shard hop stage.
+    Produce { topic: String, partition: i32, batch: BytesMut, durable: bool, sent: Instant },
     /// Read several partitions this shard owns.
     Read { items: Vec<ReadItem> },
     /// Answer once any listed partition has data at or after its offset, or
@@ -135,6 +136,10 @@ pub enum ShardResponse {
         base_offset: i64,
         log_start: i64,
         message: Option<String>,
+        /// Where the append's time went on the owner (hop = the way there).
+        stages: AppendStages,
+        /// When the owner was done, for the hop back.
+        finished: Instant,
     },
     Read(Vec<ReadOutcome>),
     DataReady,

@@ -1,9 +1,14 @@
 //! What a shard does with a request for partitions it owns, and what the
 //! controller shard does with topic changes.
 
-use std::{rc::Rc, sync::Arc, time::Duration};
+use std::{
+    rc::Rc,
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use crate::{
+    metrics::stages::AppendStages,
     protocol::record_batch::BatchError,
     shard::{
         messages::{codes, ConfigChange, ErrorCode, NewPartitions, NewTopic, ReadItem, ReadOutcome, TopicOutcome},
@@ -12,7 +17,9 @@ use crate::{
         topics::{self, TopicMeta, TopicTable},
         Partition, Shard, ShardRequest, ShardResponse,
     },
-    storage::{producers::SequenceError, Clock, Durability, Faults, PartitionLog, PartitionName, StorageError},
+    storage::{
+        producers::SequenceError, AppendTimings, Clock, Durability, Faults, PartitionLog, PartitionName, StorageError,
+    },
 };
 
 /// Most partitions one CreateTopics may ask for in a topic. Each partition is
@@ -40,11 +47,36 @@ pub fn error_code(e: &StorageError) -> ErrorCode {
     }
 }
 
+/// A Produce answer, with where the append's time went: the hop there
+/// (`sent` → `started`), the log's waits and I/O, and the rest of the
+/// owner's work as the append stage.
+fn produced(
+    error: ErrorCode,
+    base_offset: i64,
+    log_start: i64,
+    message: Option<String>,
+    sent: Instant,
+    started: Instant,
+    timings: &AppendTimings,
+) -> ShardResponse {
+    let finished = Instant::now();
+    let waits = timings.permit + timings.roll + timings.write + timings.sync;
+    let stages = AppendStages {
+        hop: started.saturating_duration_since(sent),
+        permit: timings.permit,
+        roll: timings.roll,
+        write: timings.write,
+        fsync: timings.sync,
+        append: finished.saturating_duration_since(started).saturating_sub(waits),
+    };
+    ShardResponse::Produced { error, base_offset, log_start, message, stages, finished }
+}
+
 impl Shard {
     pub(crate) async fn handle(self: &Rc<Self>, request: ShardRequest) -> ShardResponse {
         match request {
-            ShardRequest::Produce { topic, partition, batch, durable } => {
-                self.produce_local(&topic, partition, batch, durable).await
+            ShardRequest::Produce { topic, partition, batch, durable, sent } => {
+                self.produce_local(&topic, partition, batch, durable, sent).await
             }
             ShardRequest::Read { items } => ShardResponse::Read(self.read_local(items).await),
             ShardRequest::WaitForData { items, wait_ms } => {
@@ -103,37 +135,29 @@ impl Shard {
         Ok(start)
     }
 
-    async fn produce_local(&self, topic: &str, partition: i32, batch: bytes::BytesMut, durable: bool) -> ShardResponse {
+    async fn produce_local(
+        &self,
+        topic: &str,
+        partition: i32,
+        batch: bytes::BytesMut,
+        durable: bool,
+        sent: Instant,
+    ) -> ShardResponse {
+        let started = Instant::now();
         let Some(p) = self.partition(topic, partition) else {
-            return ShardResponse::Produced {
-                error: codes::UNKNOWN_TOPIC_OR_PARTITION,
-                base_offset: -1,
-                log_start: -1,
-                message: None,
-            };
+            return produced(codes::UNKNOWN_TOPIC_OR_PARTITION, -1, -1, None, sent, started, &Default::default());
         };
         let durability = if durable { Durability::Synced } else { Durability::Written };
-        match p.log.append(batch, durability).await {
-            Ok(info) => {
-                p.appended.notify_all();
-                ShardResponse::Produced {
-                    error: codes::NONE,
-                    base_offset: info.base_offset,
-                    log_start: p.log.log_start(),
-                    message: None,
-                }
-            }
+        let mut timings = AppendTimings::default();
+        let appended = p.log.append_timed(batch, durability, &mut timings).await;
+        // A write that failed after others were queued may still have
+        // landed data for earlier batches: wake readers either way.
+        p.appended.notify_all();
+        match appended {
+            Ok(info) => produced(codes::NONE, info.base_offset, p.log.log_start(), None, sent, started, &timings),
             Err(e) => {
-                // A write that failed after others were queued may still have
-                // landed data for earlier batches: wake readers either way.
-                p.appended.notify_all();
                 log::warn!("shard {}: produce to {topic}-{partition} failed: {e}", self.id);
-                ShardResponse::Produced {
-                    error: error_code(&e),
-                    base_offset: -1,
-                    log_start: -1,
-                    message: Some(e.to_string()),
-                }
+                produced(error_code(&e), -1, -1, Some(e.to_string()), sent, started, &timings)
             }
         }
     }
@@ -172,6 +196,7 @@ impl Shard {
             connections: self.connections.get() as u64,
             requests_in_flight: self.inflight.get() as u64,
             requests: m.requests(),
+            stages: m.stages(),
             produce_errors: m.produce_errors.borrow().iter().map(|(k, v)| (*k, *v)).collect(),
             fetch_errors: m.fetch_errors.borrow().iter().map(|(k, v)| (*k, *v)).collect(),
             long_poll_waiters: m.long_poll_waiters.get(),

@@ -64,6 +64,8 @@ impl PartitionLog {
     /// pass at a time per log; appends continue meanwhile.
     pub async fn compact(&self, now_ms: i64) -> Result<CompactionReport, StorageError> {
         let _clean = self.clean_permit().acquire_permit(1).await.expect("clean permit: never closed");
+        // Index files of a segment replaced here must not land afterwards.
+        self.settle().await;
         let active_base = self.state_ref().segments.keys().next_back().copied();
         if active_base == self.cleaned_up_to.get() {
             return Ok(CompactionReport::default()); // nothing sealed since the last pass
@@ -100,6 +102,10 @@ impl PartitionLog {
         let tombstone_horizon = now_ms - self.config().delete_retention_ms;
         let mut cleaned: Vec<Vec<u8>> = Vec::with_capacity(sealed.len());
         for (seg, bytes) in sealed.iter().zip(&contents) {
+            // A segment's worth of record parsing at a time, then let
+            // requests run if they are waiting (compaction runs in the
+            // shard's background queue).
+            glommio::yield_if_needed().await;
             let mut out: Vec<u8> = Vec::with_capacity(bytes.len());
             for_each_batch(bytes, |batch, header| {
                 let Ok(records) = record_batch::read_records(batch) else {

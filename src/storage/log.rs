@@ -22,6 +22,7 @@ use std::{
     path::{Path, PathBuf},
     rc::Rc,
     sync::Arc,
+    time::{Duration, Instant},
 };
 
 use bytes::{Bytes, BytesMut};
@@ -32,6 +33,7 @@ use crate::{
     metrics::buckets::{self, Buckets},
     protocol::record_batch::{self, BatchHeader},
     storage::{
+        background,
         batch_cache::{BatchCache, CachedBatch},
         chunk::{Chunk, FileRange},
         config::{Clock, LogConfig},
@@ -57,6 +59,21 @@ pub struct AppendInfo {
     pub base_offset: i64,
     pub last_offset: i64,
     pub max_timestamp: i64,
+}
+
+/// Where one append's time went, for the request stages in `/metrics`
+/// (`metrics::stages`). Filled in by [`PartitionLog::append_timed`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AppendTimings {
+    /// Waiting for the write permit (the writer before may write this batch
+    /// too, in which case this is all the append waits for).
+    pub permit: Duration,
+    /// Rolling to a new segment while holding the permit.
+    pub roll: Duration,
+    /// DMA writes (preallocation included) while holding the permit.
+    pub write: Duration,
+    /// Waiting for an fdatasync covering the batch (acks=all).
+    pub sync: Duration,
 }
 
 /// Counters of one log, read by tests, benches and the metrics endpoint.
@@ -183,6 +200,9 @@ pub struct PartitionLog {
     sync_permit: Semaphore,
     /// One compaction pass at a time.
     clean_permit: Semaphore,
+    /// The last roll's background work (see [`SealWork`]); each roll's
+    /// work waits for the one before, so checkpoints land in order.
+    sealing: RefCell<Option<glommio::task::JoinHandle<()>>>,
     /// The active segment's base at the last compaction pass: segments
     /// below it have been cleaned.
     pub(crate) cleaned_up_to: Cell<Option<i64>>,
@@ -233,6 +253,7 @@ impl PartitionLog {
             write_permit: Semaphore::new(1),
             sync_permit: Semaphore::new(1),
             clean_permit: Semaphore::new(1),
+            sealing: RefCell::new(None),
             cleaned_up_to: Cell::new(None),
             stats: LogStats::default(),
         };
@@ -326,6 +347,16 @@ impl PartitionLog {
     /// writer flushes the whole queue in one DMA write, and one fdatasync then
     /// covers all of them.
     pub async fn append(&self, batch: BytesMut, durability: Durability) -> Result<AppendInfo, StorageError> {
+        self.append_timed(batch, durability, &mut AppendTimings::default()).await
+    }
+
+    /// [`Self::append`], saying where the time went.
+    pub async fn append_timed(
+        &self,
+        batch: BytesMut,
+        durability: Durability,
+        timings: &mut AppendTimings,
+    ) -> Result<AppendInfo, StorageError> {
         let header = record_batch::check_produced_batch(&batch, self.config.max_batch_bytes)
             .map_err(|reason| StorageError::InvalidBatch { partition: self.name.clone(), reason })?;
         if producers::is_idempotent(&header) {
@@ -336,7 +367,10 @@ impl PartitionLog {
                     // Written before: answer as the first time, once it is as
                     // durable as this request asks.
                     if durability == Durability::Synced {
-                        self.sync_through(last_offset + 1).await?;
+                        let waited = Instant::now();
+                        let synced = self.sync_through(last_offset + 1).await;
+                        timings.sync += waited.elapsed();
+                        synced?;
                     }
                     return Ok(AppendInfo { base_offset, last_offset, max_timestamp: header.max_timestamp });
                 }
@@ -348,14 +382,19 @@ impl PartitionLog {
         }
         let slot: ResultSlot = Rc::new(RefCell::new(None));
         self.state.borrow_mut().pending.push(Pending { batch, header, slot: slot.clone() });
+        let waited = Instant::now();
         let permit = self.write_permit.acquire_permit(1).await.expect("write permit: never closed");
+        timings.permit += waited.elapsed();
         if slot.borrow().is_none() {
-            self.flush_pending().await;
+            self.flush_pending(timings).await;
         }
         drop(permit);
         let info = slot.borrow_mut().take().expect("a flush answers every queued append")?;
         if durability == Durability::Synced {
-            self.sync_through(info.last_offset + 1).await?;
+            let waited = Instant::now();
+            let synced = self.sync_through(info.last_offset + 1).await;
+            timings.sync += waited.elapsed();
+            synced?;
         }
         Ok(info)
     }
@@ -370,20 +409,24 @@ impl PartitionLog {
     /// Writes every queued append, in runs that fit the active segment and
     /// the write size limit, rolling between runs. The caller holds the
     /// write permit. Every queued slot gets an answer.
-    async fn flush_pending(&self) {
+    async fn flush_pending(&self, timings: &mut AppendTimings) {
         let mut queue = std::mem::take(&mut self.state.borrow_mut().pending);
         let mut done = 0;
         while done < queue.len() {
+            let rolled = Instant::now();
             let outcome = match self.ensure_writable() {
                 Ok(()) => self.roll_if_due(queue[done].batch.len()).await,
                 Err(e) => Err(e),
             };
+            timings.roll += rolled.elapsed();
             let run_len = self.run_length(&queue[done..]);
             let run = &mut queue[done..done + run_len];
+            let written = Instant::now();
             let outcome = match outcome {
                 Ok(()) => self.write_run(run).await,
                 Err(e) => Err(e),
             };
+            timings.write += written.elapsed();
             match outcome {
                 Ok(infos) => {
                     for (p, info) in run.iter().zip(infos) {
@@ -529,7 +572,7 @@ impl PartitionLog {
         let appends = self.stats.appends.get();
         self.stats.appends_per_sync.observe((appends - self.stats.appends_at_last_sync.get()) as f64);
         self.stats.appends_at_last_sync.set(appends);
-        let started = std::time::Instant::now();
+        let started = Instant::now();
         let synced = file.fdatasync().await;
         self.stats.sync_seconds.observe(started.elapsed().as_secs_f64());
         match synced {
@@ -572,71 +615,93 @@ impl PartitionLog {
         }
     }
 
-    /// Seals the active segment (sync, trim preallocation, write indices) and
-    /// starts a new one at the log end. The caller holds the write permit.
+    /// Seals the active segment and starts a new one at the log end. The
+    /// caller holds the write permit. Only what the next append needs is
+    /// done here: the sync of the sealed segment (everything before the new
+    /// one must be durable before anything in it is acknowledged) and the
+    /// new file with its directory entry synced. Trimming the sealed file,
+    /// its index files and the checkpoint follow in the background
+    /// ([`SealWork`]): until they land, recovery rebuilds missing indices
+    /// and validates from the previous checkpoint, as after any crash.
     pub(crate) async fn roll(&self) -> Result<(), StorageError> {
-        self.seal_active().await?;
+        self.sync_through(self.log_end()).await?;
+        let sealed = self.seal_work();
         let base = self.state.borrow().next_offset;
         let seg =
             recovery::create_segment(&self.dir, base, &self.name, &self.config, &self.faults, self.clock.now_ms())
                 .await?;
-        {
+        let checkpoint = {
             let mut st = self.state.borrow_mut();
+            st.active_mut().allocated = sealed.size;
             st.segments.insert(base, seg);
             st.tail.clear();
-        }
-        self.write_checkpoint().await
+            self.checkpoint_work(&st)
+        };
+        let previous = self.sealing.borrow_mut().take();
+        let job = background::spawn(async move {
+            if let Some(previous) = previous {
+                previous.await;
+            }
+            let outcome = match sealed.run().await {
+                Ok(()) => checkpoint.run().await,
+                Err(e) => Err(e),
+            };
+            if let Err(e) = outcome {
+                log::warn!("after a roll: {e} (recovery will rebuild what is missing)");
+            }
+        });
+        *self.sealing.borrow_mut() = Some(job);
+        Ok(())
     }
 
-    /// Makes the active segment durable and writes its index files.
+    /// Waits until the background work of past rolls is done: their index
+    /// files and checkpoints are on disk. Compaction and retention, which
+    /// replace and delete sealed segments, and close call it first.
+    pub async fn settle(&self) {
+        let job = self.sealing.borrow_mut().take();
+        if let Some(job) = job {
+            job.await;
+        }
+    }
+
+    /// Makes the active segment durable, trims it and writes its index
+    /// files, now (at close).
     async fn seal_active(&self) -> Result<(), StorageError> {
         self.sync_through(self.log_end()).await?;
-        let (file, size, offsets, times) = {
-            let st = self.state.borrow();
-            let seg = st.active();
-            (seg.file.clone(), seg.size, seg.index.encode_offsets(), seg.index.encode_times())
-        };
-        file.truncate(size).await.map_err(|e| StorageError::from_io(&self.name, file.path(), "truncate", e))?;
-        self.state.borrow_mut().active_mut().allocated = size;
-        let log_path = file.path().to_path_buf();
-        let name = self.name.clone();
-        glommio::executor()
-            .spawn_blocking(move || {
-                for (suffix, bytes) in [(segment::INDEX_SUFFIX, offsets), (segment::TIME_INDEX_SUFFIX, times)] {
-                    let path = log_path.with_extension(suffix);
-                    file::write_atomically(&path, &bytes)
-                        .map_err(|e| StorageError::from_io(&name, &path, "write index", e))?;
-                }
-                Ok(())
-            })
-            .await
+        let work = self.seal_work();
+        self.state.borrow_mut().active_mut().allocated = work.size;
+        work.run().await
     }
 
-    /// Records the recovery point, and beside it a snapshot of the producer
-    /// states as of the log end (only when there are producers).
+    fn seal_work(&self) -> SealWork {
+        let st = self.state.borrow();
+        let seg = st.active();
+        SealWork {
+            name: self.name.clone(),
+            file: seg.file.clone(),
+            size: seg.size,
+            offsets: seg.index.encode_offsets(),
+            times: seg.index.encode_times(),
+        }
+    }
+
+    /// The recovery point as of now, and beside it a snapshot of the
+    /// producer states as of the log end (only when there are producers).
+    fn checkpoint_work(&self, st: &LogState) -> CheckpointWork {
+        let seg = st.active();
+        let snapshot = (!st.producers.is_empty()).then(|| (st.next_offset, st.producers.encode(st.next_offset)));
+        CheckpointWork {
+            name: self.name.clone(),
+            dir: self.dir.clone(),
+            checkpoint: Checkpoint { segment_base: seg.base_offset, position: seg.size },
+            snapshot,
+        }
+    }
+
+    /// Records the recovery point (and producer snapshot) now.
     async fn write_checkpoint(&self) -> Result<(), StorageError> {
-        let (cp, snapshot) = {
-            let st = self.state.borrow();
-            let seg = st.active();
-            let snapshot = (!st.producers.is_empty()).then(|| (st.next_offset, st.producers.encode(st.next_offset)));
-            (Checkpoint { segment_base: seg.base_offset, position: seg.size }, snapshot)
-        };
-        let path = self.dir.join(recovery::CHECKPOINT_FILE);
-        let name = self.name.clone();
-        let dir = self.dir.clone();
-        glommio::executor()
-            .spawn_blocking(move || {
-                if let Some((offset, bytes)) = snapshot {
-                    let snap = segment::segment_path(&dir, offset, producers::SNAPSHOT_SUFFIX);
-                    file::write_atomically(&snap, &bytes)
-                        .map_err(|e| StorageError::from_io(&name, &snap, "write producer snapshot", e))?;
-                    producers::remove_old_snapshots(&dir, offset)
-                        .map_err(|e| StorageError::from_io(&name, &dir, "remove old producer snapshots", e))?;
-                }
-                file::write_atomically(&path, &recovery::encode_checkpoint(cp))
-                    .map_err(|e| StorageError::from_io(&name, &path, "write checkpoint", e))
-            })
-            .await
+        let work = self.checkpoint_work(&self.state.borrow());
+        work.run().await
     }
 
     /// Rebuilds the producer states on open: the newest snapshot, then the
@@ -685,6 +750,7 @@ impl PartitionLog {
     /// open needs no validation. After a failed sync nothing is vouched for.
     pub async fn close(&self) -> Result<(), StorageError> {
         let _permit = self.write_permit.acquire_permit(1).await.expect("write permit: never closed");
+        self.settle().await;
         self.ensure_writable()?;
         self.seal_active().await?;
         self.write_checkpoint().await
@@ -824,7 +890,11 @@ impl PartitionLog {
     /// Deletes whole segments, oldest first, beyond `retention.bytes` or older
     /// than `retention.ms`. The active segment is never deleted.
     pub async fn enforce_retention(&self) -> Result<RetentionOutcome, StorageError> {
+        // Settle before taking the permit, so appends rarely wait for it;
+        // again under the permit for a roll that happened meanwhile.
+        self.settle().await;
         let _permit = self.write_permit.acquire_permit(1).await.expect("write permit: never closed");
+        self.settle().await;
         if !self.config.delete {
             return Ok(RetentionOutcome { log_start: self.log_start(), ..RetentionOutcome::default() });
         }
@@ -873,6 +943,64 @@ impl PartitionLog {
                     }
                 }
                 file::sync_dir(&dir).map_err(|e| StorageError::from_io(&name, &dir, "sync directory", e))
+            })
+            .await
+    }
+}
+
+/// What sealing a segment leaves to do once it is synced: trim its
+/// preallocated blocks and write its index files. Owns what it needs, so it
+/// can run after the roll returned.
+struct SealWork {
+    name: PartitionName,
+    file: Rc<file::SegmentFile>,
+    size: u64,
+    offsets: Vec<u8>,
+    times: Vec<u8>,
+}
+
+impl SealWork {
+    async fn run(self) -> Result<(), StorageError> {
+        let file = self.file;
+        file.truncate(self.size).await.map_err(|e| StorageError::from_io(&self.name, file.path(), "truncate", e))?;
+        let log_path = file.path().to_path_buf();
+        let (name, offsets, times) = (self.name, self.offsets, self.times);
+        glommio::executor()
+            .spawn_blocking(move || {
+                for (suffix, bytes) in [(segment::INDEX_SUFFIX, offsets), (segment::TIME_INDEX_SUFFIX, times)] {
+                    let path = log_path.with_extension(suffix);
+                    file::write_atomically(&path, &bytes)
+                        .map_err(|e| StorageError::from_io(&name, &path, "write index", e))?;
+                }
+                Ok(())
+            })
+            .await
+    }
+}
+
+/// A checkpoint (and producer snapshot) to write, as of when it was taken.
+struct CheckpointWork {
+    name: PartitionName,
+    dir: PathBuf,
+    checkpoint: Checkpoint,
+    snapshot: Option<(i64, Vec<u8>)>,
+}
+
+impl CheckpointWork {
+    async fn run(self) -> Result<(), StorageError> {
+        let CheckpointWork { name, dir, checkpoint, snapshot } = self;
+        let path = dir.join(recovery::CHECKPOINT_FILE);
+        glommio::executor()
+            .spawn_blocking(move || {
+                if let Some((offset, bytes)) = snapshot {
+                    let snap = segment::segment_path(&dir, offset, producers::SNAPSHOT_SUFFIX);
+                    file::write_atomically(&snap, &bytes)
+                        .map_err(|e| StorageError::from_io(&name, &snap, "write producer snapshot", e))?;
+                    producers::remove_old_snapshots(&dir, offset)
+                        .map_err(|e| StorageError::from_io(&name, &dir, "remove old producer snapshots", e))?;
+                }
+                file::write_atomically(&path, &recovery::encode_checkpoint(checkpoint))
+                    .map_err(|e| StorageError::from_io(&name, &path, "write checkpoint", e))
             })
             .await
     }

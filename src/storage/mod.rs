@@ -5,6 +5,7 @@
 //! **Architecture invariant:** storage never parses records. It reads batch
 //! headers (offsets, lengths, timestamps, CRC) and treats the rest as bytes.
 
+pub mod background;
 pub mod batch_cache;
 pub mod chunk;
 pub mod compact;
@@ -21,5 +22,5 @@ pub use chunk::{Chunk, FileRange};
 pub use config::{Clock, LogConfig};
 pub use error::{PartitionName, StorageError};
 pub use file::{Fault, Faults};
-pub use log::{AppendInfo, Durability, PartitionLog, ReadSlice, RetentionOutcome};
+pub use log::{AppendInfo, AppendTimings, Durability, PartitionLog, ReadSlice, RetentionOutcome};
 pub use recovery::RecoveryReport;

@@ -20,6 +20,8 @@ pub struct Broker {
     pub log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
     /// The `/metrics` URL the broker announced (tests ask for port 0).
     pub metrics_url: String,
+    /// The core the whole process is confined to (`taskset -c`), if any.
+    pub confined_to: Option<usize>,
 }
 
 /// A port nobody listens on right now, below the ephemeral range
@@ -44,7 +46,13 @@ impl Broker {
     }
 
     pub fn start_on(data_dir: &Path, port: u16, cores: usize, env: &[(&str, &str)]) -> Self {
-        Self::launch(data_dir, port, cores, env, None)
+        Self::launch(data_dir, port, cores, env, None, None)
+    }
+
+    /// One shard, with the whole process (helper threads included) confined
+    /// to `cpu` by `taskset -c`, as an operator might.
+    pub fn start_confined(data_dir: &Path, cpu: usize) -> Self {
+        Self::launch(data_dir, free_port(), 1, &[], None, Some(cpu))
     }
 
     /// Starts with extra settings in a TOML config file (written beside the
@@ -52,11 +60,25 @@ impl Broker {
     pub fn start_with_config(data_dir: &Path, cores: usize, toml: &str, env: &[(&str, &str)]) -> Self {
         let config = data_dir.with_extension("toml");
         std::fs::write(&config, toml).unwrap();
-        Self::launch(data_dir, free_port(), cores, env, Some(config))
+        Self::launch(data_dir, free_port(), cores, env, Some(config), None)
     }
 
-    fn launch(data_dir: &Path, port: u16, cores: usize, env: &[(&str, &str)], config: Option<PathBuf>) -> Self {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_shardlog"));
+    fn launch(
+        data_dir: &Path,
+        port: u16,
+        cores: usize,
+        env: &[(&str, &str)],
+        config: Option<PathBuf>,
+        confined_to: Option<usize>,
+    ) -> Self {
+        let mut cmd = match confined_to {
+            Some(cpu) => {
+                let mut c = Command::new("taskset");
+                c.args(["-c", &cpu.to_string(), env!("CARGO_BIN_EXE_shardlog")]);
+                c
+            }
+            None => Command::new(env!("CARGO_BIN_EXE_shardlog")),
+        };
         cmd.arg("serve");
         if let Some(c) = &config {
             cmd.arg("--config").arg(c);
@@ -96,7 +118,16 @@ impl Broker {
             panic!("broker did not start; log: {:?}; listening sockets: {sockets:?}", log.lock().unwrap());
         }
         let metrics_url = ready.unwrap_or_default();
-        Self { child: Some(child), port, data_dir: data_dir.to_path_buf(), cores, config, log, metrics_url }
+        Self {
+            child: Some(child),
+            port,
+            data_dir: data_dir.to_path_buf(),
+            cores,
+            config,
+            log,
+            metrics_url,
+            confined_to,
+        }
     }
 
     pub fn bootstrap(&self) -> String {
@@ -126,7 +157,8 @@ impl Broker {
 
     /// Starts again on the same port and data directory.
     pub fn restart(&mut self) {
-        let next = Self::launch(&self.data_dir.clone(), self.port, self.cores, &[], self.config.clone());
+        let next =
+            Self::launch(&self.data_dir.clone(), self.port, self.cores, &[], self.config.clone(), self.confined_to);
         *self = next;
     }
 

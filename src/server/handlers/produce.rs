@@ -3,7 +3,7 @@
 //! partitions on different shards are appended concurrently. acks=0 gets no
 //! response, acks=1 an answer once written, acks=-1 once fdatasync'd.
 
-use std::rc::Rc;
+use std::{rc::Rc, time::Instant};
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{
@@ -13,6 +13,7 @@ use kafka_protocol::messages::{
 
 use crate::{
     limits,
+    metrics::stages::{AppendStages, RequestTrace},
     protocol::record_batch::BatchHeader,
     server::handlers::{create_topics::create, str_bytes},
     shard::{
@@ -28,8 +29,31 @@ struct PartitionResult {
     message: Option<String>,
 }
 
-/// Returns `None` for acks=0: the client expects no response.
-pub async fn handle(shard: &Rc<Shard>, request: ProduceRequest) -> Option<ProduceResponse> {
+/// Returns `None` for acks=0: the client expects no response. Charges the
+/// handler's time to `trace` along the partition that finished last.
+pub async fn handle(shard: &Rc<Shard>, request: ProduceRequest, trace: &RequestTrace) -> Option<ProduceResponse> {
+    let mut critical = Critical::default();
+    let response = respond(shard, request, &mut critical).await;
+    trace.lap_through(&critical.stages);
+    response
+}
+
+/// The partition append that finished last: the request's critical path.
+#[derive(Default)]
+struct Critical {
+    finished: Option<Instant>,
+    stages: AppendStages,
+}
+
+impl Critical {
+    fn offer(&mut self, finished: Instant, stages: AppendStages) {
+        if self.finished.is_none_or(|f| finished >= f) {
+            *self = Critical { finished: Some(finished), stages };
+        }
+    }
+}
+
+async fn respond(shard: &Rc<Shard>, request: ProduceRequest, critical: &mut Critical) -> Option<ProduceResponse> {
     let acks = request.acks;
     if request.transactional_id.is_some() {
         return Some(reject_all(&request, codes::INVALID_REQUEST, "transactions are not supported yet"));
@@ -50,21 +74,25 @@ pub async fn handle(shard: &Rc<Shard>, request: ProduceRequest) -> Option<Produc
             let owner = router::owner(&table, &name, p.index, shard.count);
             let (shard, name, index, records) = (shard.clone(), name.clone(), p.index, p.records);
             tasks.push(glommio::spawn_local(async move {
+                let mut stages = AppendStages::default();
                 let result = match (owner, records) {
                     _ if internal => {
                         failed(codes::INVALID_TOPIC_EXCEPTION, Some(format!("cannot produce to internal topic {name}")))
                     }
                     (None, _) => failed(codes::UNKNOWN_TOPIC_OR_PARTITION, None),
                     (Some(_), None) => failed(codes::INVALID_RECORD, Some("no records".into())),
-                    (Some(owner), Some(records)) => append_all(&shard, owner, &name, index, records, acks == -1).await,
+                    (Some(owner), Some(records)) => {
+                        append_all(&shard, owner, &name, index, records, acks == -1, &mut stages).await
+                    }
                 };
-                (name, index, result)
+                (name, index, result, Instant::now(), stages)
             }));
         }
     }
     let mut response = ProduceResponse::default();
     for task in tasks {
-        let (name, index, r) = task.await;
+        let (name, index, r, finished, stages) = task.await;
+        critical.offer(finished, stages);
         crate::metrics::ShardMetrics::error(&shard.metrics.produce_errors, r.error);
         let mut pr = PartitionProduceResponse::default();
         pr.index = index;
@@ -108,7 +136,8 @@ async fn auto_create(shard: &Rc<Shard>, request: &ProduceRequest) {
 }
 
 /// Appends every batch of one partition's records, in order. The response
-/// carries the first batch's base offset, as Kafka's does.
+/// carries the first batch's base offset, as Kafka's does. Adds where the
+/// appends' time went to `stages`.
 async fn append_all(
     shard: &Rc<Shard>,
     owner: usize,
@@ -116,6 +145,7 @@ async fn append_all(
     partition: i32,
     records: Bytes,
     durable: bool,
+    stages: &mut AppendStages,
 ) -> PartitionResult {
     let batches = match split_batches(records) {
         Ok(b) => b,
@@ -125,12 +155,16 @@ async fn append_all(
     };
     let mut first: Option<PartitionResult> = None;
     for batch in batches {
-        let request = ShardRequest::Produce { topic: topic.to_string(), partition, batch, durable };
-        let ShardResponse::Produced { error, base_offset, log_start, message } = shard.call(owner, request).await
+        let request =
+            ShardRequest::Produce { topic: topic.to_string(), partition, batch, durable, sent: Instant::now() };
+        let ShardResponse::Produced { error, base_offset, log_start, message, stages: spent, finished } =
+            shard.call(owner, request).await
         else {
             let message = format!("partition {topic}-{partition}: broker shutting down");
             return failed(codes::KAFKA_STORAGE_ERROR, Some(message));
         };
+        stages.add(&spent);
+        stages.hop += finished.elapsed();
         let result = PartitionResult { error, base_offset, log_start, message };
         if error != codes::NONE {
             return result;
