@@ -13,10 +13,9 @@ use std::{
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::{
     messages::{
-        create_topics_request::CreatableTopic, list_offsets_request::ListOffsetsPartition,
-        list_offsets_request::ListOffsetsTopic, metadata_request::MetadataRequestTopic, ApiKey, ApiVersionsRequest,
-        ApiVersionsResponse, BrokerId, CreateTopicsRequest, CreateTopicsResponse, ListOffsetsRequest,
-        ListOffsetsResponse, MetadataRequest, MetadataResponse, RequestHeader, ResponseHeader, TopicName,
+        create_topics_request::CreatableTopic, metadata_request::MetadataRequestTopic, ApiKey, ApiVersionsRequest,
+        ApiVersionsResponse, CreateTopicsRequest, CreateTopicsResponse, ListOffsetsResponse, MetadataRequest,
+        MetadataResponse, RequestHeader, ResponseHeader, TopicName,
     },
     protocol::{Decodable, Encodable, StrBytes},
 };
@@ -181,20 +180,7 @@ pub fn offsets(layout: &Layout, topic: &str, which: i64) -> Result<BTreeMap<i32,
     let mut out = BTreeMap::new();
     for (addr, partitions) in layout.by_leader() {
         let mut client = Client::connect(&addr)?;
-        let mut t = ListOffsetsTopic::default();
-        t.name = topic_name(topic);
-        t.partitions = partitions
-            .iter()
-            .map(|&p| {
-                let mut lp = ListOffsetsPartition::default();
-                lp.partition_index = p;
-                lp.timestamp = which;
-                lp
-            })
-            .collect();
-        let mut req = ListOffsetsRequest::default();
-        req.replica_id = BrokerId(-1);
-        req.topics = vec![t];
+        let req = crate::cli::client::list_offsets_request(topic, partitions.iter().copied(), which);
         let resp: ListOffsetsResponse = client.call(ApiKey::ListOffsets, layout.versions.list_offsets, &req)?;
         for t in resp.topics {
             for p in t.partitions {

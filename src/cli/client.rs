@@ -64,3 +64,31 @@ impl Client {
         Resp::decode(&mut bytes, version).map_err(|e| fail(&e))
     }
 }
+
+/// A ListOffsets request for `partitions` of `topic`: `which` is -2
+/// (earliest), -1 (latest) or a timestamp.
+pub fn list_offsets_request(
+    topic: &str,
+    partitions: impl IntoIterator<Item = i32>,
+    which: i64,
+) -> kafka_protocol::messages::ListOffsetsRequest {
+    use kafka_protocol::messages::{
+        list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic},
+        BrokerId, ListOffsetsRequest, TopicName,
+    };
+    let mut t = ListOffsetsTopic::default();
+    t.name = TopicName(StrBytes::from_string(topic.to_string()));
+    t.partitions = partitions
+        .into_iter()
+        .map(|p| {
+            let mut lp = ListOffsetsPartition::default();
+            lp.partition_index = p;
+            lp.timestamp = which;
+            lp
+        })
+        .collect();
+    let mut req = ListOffsetsRequest::default();
+    req.replica_id = BrokerId(-1);
+    req.topics = vec![t];
+    req
+}

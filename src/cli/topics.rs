@@ -8,12 +8,11 @@ use kafka_protocol::{
         create_topics_request::{CreatableTopic, CreatableTopicConfig},
         describe_configs_request::DescribeConfigsResource,
         incremental_alter_configs_request::{AlterConfigsResource, AlterableConfig},
-        list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic},
         metadata_request::MetadataRequestTopic,
-        ApiKey, BrokerId, CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
+        ApiKey, CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
         DeleteTopicsRequest, DeleteTopicsResponse, DescribeConfigsRequest, DescribeConfigsResponse,
-        IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, ListOffsetsRequest, ListOffsetsResponse,
-        MetadataRequest, MetadataResponse, TopicName,
+        IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, ListOffsetsResponse, MetadataRequest,
+        MetadataResponse, TopicName,
     },
     protocol::StrBytes,
 };
@@ -226,20 +225,7 @@ pub fn describe(bootstrap: &str, name: &str, all_configs: bool, as_json: bool) -
 }
 
 fn offsets(c: &mut Client, name: &str, partitions: &[(i32, i32)], which: i64) -> Result<Vec<i64>, String> {
-    let mut t = ListOffsetsTopic::default();
-    t.name = TopicName(str(name));
-    t.partitions = partitions
-        .iter()
-        .map(|&(p, _)| {
-            let mut lp = ListOffsetsPartition::default();
-            lp.partition_index = p;
-            lp.timestamp = which;
-            lp
-        })
-        .collect();
-    let mut req = ListOffsetsRequest::default();
-    req.replica_id = BrokerId(-1);
-    req.topics = vec![t];
+    let req = crate::cli::client::list_offsets_request(name, partitions.iter().map(|&(p, _)| p), which);
     let resp: ListOffsetsResponse = c.call(ApiKey::ListOffsets, 5, &req)?;
     let answered: Vec<(i32, i64)> =
         resp.topics.iter().flat_map(|t| t.partitions.iter()).map(|p| (p.partition_index, p.offset)).collect();

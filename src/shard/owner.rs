@@ -333,12 +333,7 @@ impl Shard {
             outcomes.push(outcome);
         }
         if changed {
-            if let Err(e) = self.publish(table).await {
-                for o in outcomes.iter_mut().filter(|o| o.error == codes::NONE) {
-                    o.error = codes::KAFKA_STORAGE_ERROR;
-                    o.message = Some(e.clone());
-                }
-            }
+            self.publish_or_fail(table, &mut outcomes).await;
         }
         outcomes
     }
@@ -382,12 +377,7 @@ impl Shard {
             outcomes.push(outcome);
         }
         if changed {
-            if let Err(e) = self.publish(table).await {
-                for o in outcomes.iter_mut().filter(|o| o.error == codes::NONE) {
-                    o.error = codes::KAFKA_STORAGE_ERROR;
-                    o.message = Some(e.clone());
-                }
-            }
+            self.publish_or_fail(table, &mut outcomes).await;
         }
         outcomes
     }
@@ -434,12 +424,7 @@ impl Shard {
             outcomes.push(outcome);
         }
         if changed {
-            if let Err(e) = self.publish(table).await {
-                for o in outcomes.iter_mut().filter(|o| o.error == codes::NONE) {
-                    o.error = codes::KAFKA_STORAGE_ERROR;
-                    o.message = Some(e.clone());
-                }
-            }
+            self.publish_or_fail(table, &mut outcomes).await;
         }
         outcomes
     }
@@ -471,14 +456,20 @@ impl Shard {
             outcomes.push(o);
         }
         if outcomes.iter().any(|o| o.error == codes::NONE) {
-            if let Err(e) = self.publish(table).await {
-                for o in outcomes.iter_mut().filter(|o| o.error == codes::NONE) {
-                    o.error = codes::KAFKA_STORAGE_ERROR;
-                    o.message = Some(e.clone());
-                }
-            }
+            self.publish_or_fail(table, &mut outcomes).await;
         }
         outcomes
+    }
+
+    /// Publishes `table`; if that fails, every outcome that had succeeded
+    /// carries the storage error instead.
+    async fn publish_or_fail(self: &Rc<Self>, table: TopicTable, outcomes: &mut [TopicOutcome]) {
+        if let Err(e) = self.publish(table).await {
+            for o in outcomes.iter_mut().filter(|o| o.error == codes::NONE) {
+                o.error = codes::KAFKA_STORAGE_ERROR;
+                o.message = Some(e.clone());
+            }
+        }
     }
 
     /// Persists the table, then has every shard apply it.

@@ -148,14 +148,16 @@ pub async fn alter(shard: &Rc<Shard>, request: AlterConfigsRequest) -> AlterConf
         })
         .collect();
     let mut response = AlterConfigsResponse::default();
-    for (kind, name, error, message) in change(shard, resources, request.validate_only).await {
-        let mut r = AlterConfigsResourceResponse::default();
-        r.resource_type = kind;
-        r.resource_name = str_bytes(&name);
-        r.error_code = error;
-        r.error_message = message.as_deref().map(str_bytes);
-        response.responses.push(r);
-    }
+    response.responses = change(shard, resources, request.validate_only)
+        .await
+        .into_iter()
+        .map(|(kind, name, error, message)| {
+            let mut r = AlterConfigsResourceResponse::default();
+            (r.resource_type, r.resource_name, r.error_code) = (kind, str_bytes(&name), error);
+            r.error_message = message.as_deref().map(str_bytes);
+            r
+        })
+        .collect();
     response
 }
 
@@ -176,14 +178,16 @@ pub async fn incremental_alter(
         })
         .collect();
     let mut response = IncrementalAlterConfigsResponse::default();
-    for (kind, name, error, message) in change(shard, resources, request.validate_only).await {
-        let mut r = incremental_alter_configs_response::AlterConfigsResourceResponse::default();
-        r.resource_type = kind;
-        r.resource_name = str_bytes(&name);
-        r.error_code = error;
-        r.error_message = message.as_deref().map(str_bytes);
-        response.responses.push(r);
-    }
+    response.responses = change(shard, resources, request.validate_only)
+        .await
+        .into_iter()
+        .map(|(kind, name, error, message)| {
+            let mut r = incremental_alter_configs_response::AlterConfigsResourceResponse::default();
+            (r.resource_type, r.resource_name, r.error_code) = (kind, str_bytes(&name), error);
+            r.error_message = message.as_deref().map(str_bytes);
+            r
+        })
+        .collect();
     response
 }
 
