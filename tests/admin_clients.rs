@@ -11,7 +11,7 @@ use std::{path::Path, process::Command};
 use common::{broker::Broker, wire::*};
 use kafka_protocol::messages::{
     offset_for_leader_epoch_request::{OffsetForLeaderPartition, OffsetForLeaderTopic},
-    ApiKey, BrokerId, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
+    ApiKey, BrokerId, ListOffsetsResponse, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
 };
 
 const TOPIC: &str = "administered";
@@ -19,7 +19,7 @@ const TOPIC: &str = "administered";
 #[test]
 fn admin_clients_describe_grow_and_reconfigure_a_topic() {
     let dir = common::tempdir().unwrap();
-    let broker = Broker::start(dir.path(), 2);
+    let mut broker = Broker::start(dir.path(), 2);
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients/admin_clients.py");
     let out = Command::new("python3").arg(script).args([&broker.bootstrap(), TOPIC]).output().expect("run python3");
     assert!(
@@ -29,8 +29,14 @@ fn admin_clients_describe_grow_and_reconfigure_a_topic() {
         String::from_utf8_lossy(&out.stderr)
     );
 
-    // The script wrote 15 records to partition 0; epoch 0 ends there.
+    // DeleteRecords' new log start survives a restart.
+    broker.stop();
+    broker.restart();
     let mut w = Wire::connect(&broker.bootstrap());
+    let earliest: ListOffsetsResponse = w.call(ApiKey::ListOffsets, 5, &list_offsets(TOPIC, [0], -2));
+    assert_eq!(earliest.topics[0].partitions[0].offset, 5, "log start after a restart");
+
+    // The script wrote 15 records to partition 0; epoch 0 ends there.
     let ask = |partition: i32, current: i32, epoch: i32| {
         let mut p = OffsetForLeaderPartition::default();
         p.partition = partition;
@@ -54,4 +60,23 @@ fn admin_clients_describe_grow_and_reconfigure_a_topic() {
             "v{version}: end of epoch 0; an empty new partition; an epoch from the future; no epoch below 0; no partition 9"
         );
     }
+}
+
+fn list_offsets(topic: &str, partitions: [i32; 1], which: i64) -> kafka_protocol::messages::ListOffsetsRequest {
+    use kafka_protocol::messages::{
+        list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic},
+        ListOffsetsRequest,
+    };
+    let mut t = ListOffsetsTopic::default();
+    t.name = topic_name(topic);
+    for p in partitions {
+        let mut lp = ListOffsetsPartition::default();
+        lp.partition_index = p;
+        lp.timestamp = which;
+        t.partitions.push(lp);
+    }
+    let mut req = ListOffsetsRequest::default();
+    req.replica_id = BrokerId(-1);
+    req.topics = vec![t];
+    req
 }

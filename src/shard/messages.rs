@@ -111,6 +111,9 @@ pub enum ShardRequest {
     WaitForData { items: Vec<(String, i32, i64)>, wait_ms: u64 },
     /// ListOffsets for one partition: -2 earliest, -1 latest, else by time.
     ListOffset { topic: String, partition: i32, timestamp: i64 },
+    /// DeleteRecords for one partition: move its log start up to `offset`
+    /// (-1: the log end); answered with `Offset` (the new log start).
+    DeleteRecords { topic: String, partition: i32, offset: i64 },
     /// To the controller (shard 0): create topics.
     CreateTopics { topics: Vec<NewTopic>, validate_only: bool },
     /// To the controller: add partitions to topics.

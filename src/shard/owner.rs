@@ -86,6 +86,9 @@ impl Shard {
             ShardRequest::ListOffset { topic, partition, timestamp } => {
                 self.list_offset_local(&topic, partition, timestamp).await
             }
+            ShardRequest::DeleteRecords { topic, partition, offset } => {
+                self.delete_records_local(&topic, partition, offset).await
+            }
             ShardRequest::CreateTopics { topics, validate_only } => {
                 ShardResponse::Topics(self.create_topics(topics, validate_only).await)
             }
@@ -278,6 +281,19 @@ impl Shard {
                 Ok(None) => ShardResponse::Offset { error: codes::NONE, offset: -1, timestamp: -1 },
                 Err(e) => ShardResponse::Offset { error: error_code(&e), offset: -1, timestamp: -1 },
             },
+        }
+    }
+
+    async fn delete_records_local(&self, topic: &str, partition: i32, offset: i64) -> ShardResponse {
+        let Some(p) = self.partition(topic, partition) else {
+            return ShardResponse::Offset { error: codes::UNKNOWN_TOPIC_OR_PARTITION, offset: -1, timestamp: -1 };
+        };
+        match p.log.delete_records(offset).await {
+            Ok(low_watermark) => ShardResponse::Offset { error: codes::NONE, offset: low_watermark, timestamp: -1 },
+            Err(e) => {
+                log::warn!("shard {}: DeleteRecords {topic}-{partition} to {offset}: {e}", self.id);
+                ShardResponse::Offset { error: error_code(&e), offset: -1, timestamp: -1 }
+            }
         }
     }
 

@@ -228,9 +228,10 @@ impl PartitionLog {
     ) -> Result<(Self, RecoveryReport), StorageError> {
         let config = config.clamped();
         let (segments, report) = recovery::recover(dir, &name, &config, &faults, clock.now_ms()).await?;
-        let log_start = segments[0].base_offset;
         let active = segments.last().expect("recover returns at least one segment");
         let next_offset = active.next_offset;
+        // DeleteRecords may have moved the start past the first segment's base.
+        let log_start = segments[0].base_offset.max(read_log_start(dir).unwrap_or(0).min(next_offset));
         let tail = read_tail(active, &name).await?;
         let state = LogState {
             segments: segments.into_iter().map(|s| (s.base_offset, s)).collect(),
@@ -914,7 +915,7 @@ impl PartitionLog {
                 total -= seg.size;
                 victims.push(seg);
             }
-            st.log_start = st.segments.values().next().expect("active remains").base_offset;
+            st.log_start = st.log_start.max(st.segments.values().next().expect("active remains").base_offset);
             let log_start = st.log_start;
             st.cache.trim_before(log_start);
             victims
@@ -926,6 +927,43 @@ impl PartitionLog {
             self.remove_segment_files(seg.path()).await?;
         }
         Ok(outcome)
+    }
+
+    /// DeleteRecords: moves the log start up to `offset` (-1: the log end),
+    /// persists it (so a restart keeps it), and deletes the segments wholly
+    /// below it. Returns the new log start (Kafka's low watermark).
+    pub async fn delete_records(&self, offset: i64) -> Result<i64, StorageError> {
+        self.settle().await;
+        let _permit = self.write_permit.acquire_permit(1).await.expect("write permit: never closed");
+        self.settle().await;
+        let (log_start, log_end) = (self.log_start(), self.log_end());
+        let target = if offset == -1 { log_end } else { offset };
+        if !(0..=log_end).contains(&target) {
+            return Err(StorageError::OffsetOutOfRange { partition: self.name.clone(), offset, log_start, log_end });
+        }
+        if target <= log_start {
+            return Ok(log_start);
+        }
+        let path = self.dir.join(LOG_START_FILE);
+        let (name, to_write) = (self.name.clone(), path.clone());
+        glommio::executor()
+            .spawn_blocking(move || file::write_atomically(&to_write, format!("{target}\n").as_bytes()))
+            .await
+            .map_err(|e| StorageError::from_io(&name, &path, "write log start", e))?;
+        let victims = {
+            let mut st = self.state.borrow_mut();
+            st.log_start = target;
+            let mut victims = Vec::new();
+            while st.segments.len() > 1 && st.segments.values().next().is_some_and(|s| s.next_offset <= target) {
+                victims.push(st.segments.pop_first().expect("len > 1").1);
+            }
+            st.cache.trim_before(target);
+            victims
+        };
+        for seg in &victims {
+            self.remove_segment_files(seg.path()).await?;
+        }
+        Ok(target)
     }
 
     async fn remove_segment_files(&self, log_path: &Path) -> Result<(), StorageError> {
@@ -946,6 +984,16 @@ impl PartitionLog {
             })
             .await
     }
+}
+
+/// The log start a DeleteRecords set, in the partition directory (Kafka keeps
+/// it in a log-start-offset checkpoint); absent until the first one.
+const LOG_START_FILE: &str = "log-start-offset";
+
+/// The persisted log start, if any (a file that cannot be read counts as
+/// none: the first segment's base is then the start, as before the delete).
+fn read_log_start(dir: &Path) -> Option<i64> {
+    std::fs::read_to_string(dir.join(LOG_START_FILE)).ok()?.trim().parse().ok()
 }
 
 /// What sealing a segment leaves to do once it is synced: trim its

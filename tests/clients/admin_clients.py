@@ -7,7 +7,7 @@ Exits non-zero (with the reason) when any answer is not what Kafka gives.
 
 import sys
 
-from confluent_kafka import Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -69,6 +69,29 @@ def main(bootstrap, topic):
 
     ends = admin.list_offsets({TopicPartition(topic, 0): OffsetSpec.latest()}).get(TopicPartition(topic, 0))
     check(ends.result(30).offset == 15, "15 records in partition 0")
+
+    # DeleteRecords: the first 5 records of partition 0 go; a consumer from
+    # the beginning starts at 5.
+    deleted = admin.delete_records([TopicPartition(topic, 0, 5)])[TopicPartition(topic, 0)].result(30)
+    check(deleted.low_watermark == 5, f"low watermark after DeleteRecords: {deleted.low_watermark}")
+    start = admin.list_offsets({TopicPartition(topic, 0): OffsetSpec.earliest()})[TopicPartition(topic, 0)].result(30)
+    check(start.offset == 5, f"earliest offset after DeleteRecords: {start.offset}")
+    too_far = admin.delete_records([TopicPartition(topic, 1, 1000)])[TopicPartition(topic, 1)]
+    try:
+        too_far.result(30)
+        check(False, "DeleteRecords past the high watermark is refused")
+    except Exception as e:
+        check("OFFSET_OUT_OF_RANGE" in str(e), f"past the high watermark: {e}")
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "admin-check", "auto.offset.reset": "earliest"})
+    c.assign([TopicPartition(topic, 0, -2)])
+    first = None
+    for _ in range(100):
+        m = c.poll(0.3)
+        if m is not None and not m.error():
+            first = m.offset()
+            break
+    c.close()
+    check(first == 5, f"first record consumed from the beginning: {first}")
 
     # kafka-python: log dirs (partition sizes) and the cluster.
     kp = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30000)

@@ -1,0 +1,51 @@
+//! DeleteRecords, versions 0–2: moves partitions' log start offsets up (the
+//! owner persists the new start and deletes the segments wholly below it).
+//! Offset -1 means the high watermark.
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::{
+    delete_records_response::{DeleteRecordsPartitionResult, DeleteRecordsTopicResult},
+    DeleteRecordsRequest, DeleteRecordsResponse,
+};
+
+use crate::shard::{messages::codes, router, Shard, ShardRequest, ShardResponse};
+
+pub async fn handle(shard: &Rc<Shard>, request: DeleteRecordsRequest) -> DeleteRecordsResponse {
+    let table = shard.topics();
+    let mut response = DeleteRecordsResponse::default();
+    for topic in request.topics {
+        let name = topic.name.0.to_string();
+        let internal = table.topics.get(&name).is_some_and(|m| m.internal);
+        let mut tasks = Vec::new();
+        for p in topic.partitions {
+            let owner = router::owner(&table, &name, p.partition_index, shard.count);
+            let (shard, name) = (shard.clone(), name.clone());
+            tasks.push(glommio::spawn_local(async move {
+                let mut r = DeleteRecordsPartitionResult::default();
+                r.partition_index = p.partition_index;
+                (r.error_code, r.low_watermark) = match owner {
+                    None => (codes::UNKNOWN_TOPIC_OR_PARTITION, -1),
+                    // Only the broker trims its internal topics (compaction, expiry).
+                    Some(_) if internal => (codes::INVALID_TOPIC_EXCEPTION, -1),
+                    Some(owner) => {
+                        let ask =
+                            ShardRequest::DeleteRecords { topic: name, partition: p.partition_index, offset: p.offset };
+                        match shard.call(owner, ask).await {
+                            ShardResponse::Offset { error, offset, .. } => (error, offset),
+                            _ => (codes::KAFKA_STORAGE_ERROR, -1),
+                        }
+                    }
+                };
+                r
+            }));
+        }
+        let mut t = DeleteRecordsTopicResult::default();
+        t.name = topic.name;
+        for task in tasks {
+            t.partitions.push(task.await);
+        }
+        response.topics.push(t);
+    }
+    response
+}
