@@ -69,7 +69,9 @@ start_null() {
 run() {
     local port=$1 dir=$2 name=$3 mode=$4 rate=$5 acks=$6
     for rep in $(seq "$REPS"); do
-        "$BIN" bench "$mode" --bootstrap "127.0.0.1:$port" --topic "$name" --partitions 16 --record-size 1024 \
+        # One topic per mode and acks (e2e reads from the end): the null
+        # broker's memory holds a few topics' tails, not one per workload.
+        "$BIN" bench "$mode" --bootstrap "127.0.0.1:$port" --topic "$mode-acks$acks" --partitions 16 --record-size 1024 \
             --rate "$rate" --acks "$acks" --cores "$CLIENT_CORE" --duration "$DURATION" --warmup "$WARMUP" \
             --topic-config retention.bytes=268435456 --output "$dir" --name "$name-$rep" >"$dir/$name-$rep.txt" 2>&1 ||
             echo "run $name-$rep failed: see $dir/$name-$rep.txt" >&2
