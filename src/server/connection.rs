@@ -220,7 +220,8 @@ async fn handle_other(shard: &Rc<Shard>, mut frame: Bytes, peer: &str) -> Result
     drop(frame);
     macro_rules! respond {
         ($resp:expr) => {
-            frame_response(header.correlation_id, version, &$resp, response_header_version)?
+            frame_response(header.correlation_id, version, &$resp, response_header_version)
+                .map_err(|e| unencodable(key, version, e))?
         };
     }
     let out = match request {
@@ -231,7 +232,7 @@ async fn handle_other(shard: &Rc<Shard>, mut frame: Bytes, peer: &str) -> Result
             Some(resp) => respond!(resp),
             None => return Ok(None),
         },
-        Request::ListOffsets(req) => respond!(handlers::list_offsets::handle(shard, req).await),
+        Request::ListOffsets(req) => respond!(handlers::list_offsets::handle(shard, req, version).await),
         Request::InitProducerId(req) => respond!(handlers::init_producer_id::handle(shard, req).await),
         Request::FindCoordinator(req) => respond!(groups::find_coordinator(shard, req, version)),
         Request::JoinGroup(req) => {
@@ -346,6 +347,15 @@ pub fn decode_request(mut frame: Bytes) -> Result<(ApiKey, i16), String> {
 fn client_host(peer: &str) -> String {
     let ip = peer.parse::<std::net::SocketAddr>().map_or_else(|_| peer.to_string(), |a| a.ip().to_string());
     format!("/{ip}")
+}
+
+/// A response the protocol crate refuses to encode is a broker bug (a field
+/// set outside its version range; `tests/version_matrix.rs` exists to catch
+/// it), so it is logged as an error naming the API and version; the
+/// connection then closes, since the client would wait for it forever.
+fn unencodable(key: ApiKey, version: i16, e: String) -> String {
+    log::error!("{key:?} v{version} response cannot be encoded: {e}");
+    format!("{key:?} v{version} response cannot be encoded: {e}")
 }
 
 fn decode_failed(key: ApiKey, version: i16, e: impl std::fmt::Display) -> String {

@@ -17,8 +17,10 @@ use crate::{
 };
 
 pub async fn handle(shard: &Rc<Shard>, request: MetadataRequest, version: i16) -> MetadataResponse {
+    // v0 cannot send a null list: there an empty one means every topic.
+    let topics = request.topics.filter(|ts| version >= 1 || !ts.is_empty());
     let wanted: Option<Vec<String>> =
-        request.topics.map(|ts| ts.into_iter().filter_map(|t| t.name.map(|n| n.0.to_string())).collect());
+        topics.map(|ts| ts.into_iter().filter_map(|t| t.name.map(|n| n.0.to_string())).collect());
     // v0 has no flag and always allowed auto-creation; from v4 the client says.
     let may_create = shard.settings.auto_create_topics && (version < 4 || request.allow_auto_topic_creation);
     if let (Some(names), true) = (&wanted, may_create) {
