@@ -15,6 +15,18 @@ echo "== client packages for the protocol tests"
 if ! python3 -c 'import kafka' >/dev/null 2>&1; then
     python3 -m pip install --quiet --disable-pip-version-check "kafka-python==3.0.12"
 fi
+# Debian's kcat (librdkafka 2.0.2) and kafkajs 2.2.4 consume in
+# client_kcat and client_kafkajs; kafkajs is installed from its lock file
+# into tests/kafkajs/node_modules.
+if ! command -v kcat >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat
+fi
+if ! command -v npm >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm
+fi
+if [ ! -d tests/kafkajs/node_modules/kafkajs ]; then
+    (cd tests/kafkajs && npm ci --no-audit --no-fund --silent)
+fi
 # The metrics test parses /metrics with the official Prometheus client's
 # OpenMetrics parser, and checks an unknown path with curl.
 if ! python3 -c 'import prometheus_client' >/dev/null 2>&1; then

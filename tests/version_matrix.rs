@@ -78,10 +78,11 @@ fn every_advertised_version_answers() {
     std::panic::set_hook(Box::new(|_| {}));
     for &(key, (min, max)) in &table {
         for version in min..=max {
+            let started = std::time::Instant::now();
             let outcome = catch_unwind(AssertUnwindSafe(|| check(&fx, key, version)));
             covered.push((key, version));
             if let Err(panic) = outcome {
-                failed.push(format!("{key:?} v{version}: {}", panic_message(&panic)));
+                failed.push(format!("{key:?} v{version} ({:?}): {}", started.elapsed(), panic_message(&panic)));
             }
         }
     }
@@ -97,6 +98,45 @@ fn every_advertised_version_answers() {
     for needle in ["cannot be encoded", "cannot size response", "cannot encode"] {
         assert!(!log.contains(needle), "responses failed to encode:\n{log}");
     }
+}
+
+/// The README's "Supported Kafka APIs" paragraph names the same APIs and
+/// ranges as the broker's ApiVersions answer.
+#[test]
+fn readme_lists_the_advertised_apis() {
+    let dir = common::tempdir().unwrap();
+    let broker = Broker::start(&dir.path().join("data"), 1);
+    let advertised: BTreeMap<String, (i16, i16)> =
+        advertised(&broker.bootstrap()).into_iter().map(|(k, range)| (format!("{k:?}"), range)).collect();
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    assert_eq!(readme_apis(&readme), advertised, "README.md's Supported Kafka APIs vs ApiVersions");
+}
+
+/// `Name a–b` or `Name a` entries, comma-separated, up to the paragraph's
+/// end; parenthesised remarks are skipped.
+fn readme_apis(readme: &str) -> BTreeMap<String, (i16, i16)> {
+    let start = readme.find("Supported Kafka APIs:").expect("a Supported Kafka APIs paragraph in README.md");
+    let paragraph = &readme[start + "Supported Kafka APIs:".len()..];
+    let paragraph = &paragraph[..paragraph.find("\n\n").unwrap_or(paragraph.len())];
+    let (mut plain, mut depth) = (String::new(), 0);
+    for c in paragraph.chars() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            _ if depth == 0 => plain.push(c),
+            _ => {}
+        }
+    }
+    let list = plain.split(". ").next().unwrap().trim_end_matches('.');
+    list.split(',')
+        .map(|entry| {
+            let words: Vec<&str> = entry.split_whitespace().collect();
+            assert_eq!(words.len(), 2, "README entry {entry:?} is not `Name a–b`");
+            let (min, max) = words[1].split_once('–').unwrap_or((words[1], words[1]));
+            let parse = |n: &str| n.parse::<i16>().unwrap_or_else(|_| panic!("README version {n:?} in {entry:?}"));
+            (words[0].to_string(), (parse(min), parse(max)))
+        })
+        .collect()
 }
 
 /// Where an API's range spans the switch to flexible (compact) encoding,

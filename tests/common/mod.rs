@@ -3,8 +3,10 @@
 #![allow(dead_code)]
 
 pub mod broker;
+pub mod child;
 pub mod members;
 pub mod offsets_schema;
+pub mod produce;
 pub mod proxy;
 pub mod wire;
 
