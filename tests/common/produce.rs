@@ -31,13 +31,24 @@ impl ProducerContext for Deliveries {
 /// Produces each (partition, value) with acks=all, keyed by its value;
 /// returns (partition, offset, value) as acknowledged, in request order.
 pub fn produce(bootstrap: &str, topic: &str, records: &[(i32, String)]) -> Vec<(i32, i64, String)> {
+    produce_with(bootstrap, topic, records, &[])
+}
+
+/// `produce` with extra librdkafka settings.
+pub fn produce_with(
+    bootstrap: &str,
+    topic: &str,
+    records: &[(i32, String)],
+    settings: &[(&str, &str)],
+) -> Vec<(i32, i64, String)> {
     let log = Arc::new(Mutex::new(Vec::new()));
-    let producer: BaseProducer<Deliveries> = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("acks", "all")
-        .set("linger.ms", "5")
-        .create_with_context(Deliveries(log.clone()))
-        .expect("librdkafka producer");
+    let mut config = ClientConfig::new();
+    config.set("bootstrap.servers", bootstrap).set("acks", "all").set("linger.ms", "5");
+    for (k, v) in settings {
+        config.set(*k, *v);
+    }
+    let producer: BaseProducer<Deliveries> =
+        config.create_with_context(Deliveries(log.clone())).expect("librdkafka producer");
     for (i, (partition, value)) in records.iter().enumerate() {
         let mut rec = BaseRecord::with_opaque_to(topic, Box::new(i)).partition(*partition).key(value).payload(value);
         loop {
