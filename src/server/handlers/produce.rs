@@ -17,7 +17,9 @@ use crate::{
     server::handlers::{create_topics::create, str_bytes},
     shard::{
         messages::{codes, ErrorCode, NewTopic},
-        router, Shard, ShardRequest, ShardResponse,
+        router,
+        topics::validate_topic_name,
+        Shard, ShardRequest, ShardResponse,
     },
 };
 
@@ -46,11 +48,18 @@ pub async fn handle(shard: &Rc<Shard>, request: ProduceRequest) -> Option<Produc
         let name = topic.name.0.to_string();
         // Only the broker writes its internal topics, as in Kafka.
         let internal = table.topics.get(&name).is_some_and(|m| m.internal);
+        // A name Kafka would refuse is an error the producer gives up on at
+        // once, not an unknown topic it retries until its messages expire.
+        let illegal = validate_topic_name(&name).err();
         for p in topic.partition_data {
             let owner = router::owner(&table, &name, p.index, shard.count);
             let (shard, name, index, records) = (shard.clone(), name.clone(), p.index, p.records);
+            let illegal = illegal.clone();
             tasks.push(glommio::spawn_local(async move {
                 let result = match (owner, records) {
+                    _ if illegal.is_some() => {
+                        failed(codes::INVALID_TOPIC_EXCEPTION, illegal.map(|m| format!("topic {name:?}: {m}")))
+                    }
                     _ if internal => {
                         failed(codes::INVALID_TOPIC_EXCEPTION, Some(format!("cannot produce to internal topic {name}")))
                     }
@@ -99,7 +108,7 @@ async fn auto_create(shard: &Rc<Shard>, request: &ProduceRequest) {
         .topic_data
         .iter()
         .map(|t| t.name.0.to_string())
-        .filter(|n| !table.topics.contains_key(n))
+        .filter(|n| !table.topics.contains_key(n) && validate_topic_name(n).is_ok())
         .map(|name| NewTopic { name, partitions: -1, replication_factor: -1, configs: Vec::new() })
         .collect();
     if !missing.is_empty() {
