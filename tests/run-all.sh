@@ -27,6 +27,11 @@ fi
 if [ ! -d tests/kafkajs/node_modules/kafkajs ]; then
     (cd tests/kafkajs && npm ci --no-audit --no-fund --silent)
 fi
+# confluent-kafka's AdminClient asks ListOffsets for MAX_TIMESTAMP
+# (tests/confluent_admin.rs).
+if ! python3 -c 'import confluent_kafka' >/dev/null 2>&1; then
+    python3 -m pip install --quiet --disable-pip-version-check "confluent-kafka==2.16.1"
+fi
 # The metrics test parses /metrics with the official Prometheus client's
 # OpenMetrics parser, and checks an unknown path with curl.
 if ! python3 -c 'import prometheus_client' >/dev/null 2>&1; then

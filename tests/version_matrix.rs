@@ -648,6 +648,20 @@ fn list_offsets(fx: &Fixture, w: &mut Wire, v: i16) {
         assert_eq!(resp.topics[0].partitions[0].leader_epoch, 0);
     }
     assert_eq!(resp.topics[1].partitions[0].error_code, UNKNOWN_TOPIC_OR_PARTITION);
+
+    // MAX_TIMESTAMP (-3, from v7): setup timestamps grow, so the newest
+    // record of partition 1 carries the largest.
+    if v >= 7 {
+        let mut req = req.clone();
+        req.topics.truncate(1);
+        req.topics[0].partitions.truncate(1);
+        req.topics[0].partitions[0].partition_index = 1;
+        req.topics[0].partitions[0].timestamp = -3;
+        let resp: ListOffsetsResponse = w.call(ApiKey::ListOffsets, v, &req);
+        let p = &resp.topics[0].partitions[0];
+        let last_ts = SETUP_TS + (SETUP_BATCHES as i64 - 1) * SETUP_TS_STEP + SETUP_RECORDS as i64 - 1;
+        assert_eq!((p.error_code, p.offset, p.timestamp), (NONE, fx.end(1) - 1, last_ts));
+    }
 }
 
 fn init_producer_id(w: &mut Wire, v: i16) {

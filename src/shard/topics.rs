@@ -22,7 +22,14 @@ pub const KNOWN_CONFIGS: &[&str] = &[
     "delete.retention.ms",
     "max.message.bytes",
     "index.interval.bytes",
+    "compression.type",
 ];
+
+/// Kafka's values of `compression.type`. Only `producer` is acted on: batches
+/// are stored as the producer compressed them. Any other value is accepted
+/// and kept (and persisted) so tools that set it work, but the broker does
+/// not recompress.
+const COMPRESSION_TYPES: &[&str] = &["producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"];
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct TopicTable {
@@ -113,6 +120,10 @@ pub fn log_config(configs: &BTreeMap<String, String>) -> Result<LogConfig, Strin
             "delete.retention.ms" => c.delete_retention_ms = int()?.max(0),
             "max.message.bytes" => c.max_batch_bytes = positive(key, int()?)? as usize,
             "index.interval.bytes" => c.index_interval_bytes = positive(key, int()?)? as u32,
+            "compression.type" if COMPRESSION_TYPES.contains(&value.as_str()) => {}
+            "compression.type" => {
+                return Err(format!("compression.type must be one of {COMPRESSION_TYPES:?}, not {value:?}"))
+            }
             other => return Err(format!("unknown topic config {other:?}")),
         }
     }
@@ -140,6 +151,16 @@ pub fn new_topic_id() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn compression_type_takes_kafkas_values() {
+        for value in ["producer", "lz4", "zstd", "uncompressed"] {
+            let m = BTreeMap::from([("compression.type".to_string(), value.to_string())]);
+            assert!(log_config(&m).is_ok(), "{value}");
+        }
+        let m = BTreeMap::from([("compression.type".to_string(), "brotli".to_string())]);
+        assert!(log_config(&m).unwrap_err().contains("brotli"));
+    }
 
     #[test]
     fn names_follow_kafka_rules() {
