@@ -59,6 +59,7 @@ const INVALID_TOPIC_EXCEPTION: i16 = 17;
 const NON_EMPTY_GROUP: i16 = 68;
 const GROUP_ID_NOT_FOUND: i16 = 69;
 const MEMBER_ID_REQUIRED: i16 = 79;
+const UNKNOWN_TOPIC_ID: i16 = 100;
 
 const CONFIG: &str = "group_initial_rebalance_delay_ms = 0\n";
 
@@ -466,6 +467,36 @@ fn delete_topics(w: &mut Wire, v: i16) {
         resp.responses.iter().map(|r| (r.name.as_ref().unwrap().to_string(), r.error_code)).collect();
     assert_eq!(got, vec![(name.clone(), NONE), (missing, UNKNOWN_TOPIC_OR_PARTITION)]);
     assert_eq!(partitions_of(w, &name), None, "{name} still exists");
+
+    // v6 names topics by id too: a known id, and one no topic has.
+    if v >= 6 {
+        let by_id = format!("matrix-dt{v}-by-id");
+        assert_eq!(common::wire::create_topic(w, &by_id, 1), NONE);
+        let id = topic_id(w, &by_id);
+        let unknown = uuid::Uuid::from_u128(0x5eed);
+        let mut req = DeleteTopicsRequest::default();
+        req.timeout_ms = 10_000;
+        for topic_id in [id, unknown] {
+            let mut st = delete_topics_request::DeleteTopicState::default();
+            st.topic_id = topic_id;
+            req.topics.push(st);
+        }
+        let resp: DeleteTopicsResponse = w.call(ApiKey::DeleteTopics, v, &req);
+        let got: Vec<(Option<String>, uuid::Uuid, i16)> =
+            resp.responses.iter().map(|r| (r.name.as_ref().map(|n| n.to_string()), r.topic_id, r.error_code)).collect();
+        assert_eq!(got, vec![(Some(by_id.clone()), id, NONE), (None, unknown, UNKNOWN_TOPIC_ID)]);
+        assert_eq!(partitions_of(w, &by_id), None, "{by_id} still exists");
+    }
+}
+
+fn topic_id(w: &mut Wire, name: &str) -> uuid::Uuid {
+    let mut req = MetadataRequest::default();
+    let mut t = metadata_request::MetadataRequestTopic::default();
+    t.name = Some(topic_name(name));
+    req.topics = Some(vec![t]);
+    req.allow_auto_topic_creation = false;
+    let resp: MetadataResponse = w.call(ApiKey::Metadata, 12, &req);
+    resp.topics[0].topic_id
 }
 
 // ---------------------------------------------------------------- records
@@ -558,8 +589,13 @@ fn fetch(fx: &Fixture, w: &mut Wire, v: i16) {
     req.max_bytes = 50 << 20;
     req.isolation_level = 0;
     if v >= 7 {
+        // A full fetch outside any session: forgotten topics mean nothing.
         req.session_id = 0;
         req.session_epoch = -1;
+        let mut forgotten = fetch_request::ForgottenTopic::default();
+        forgotten.topic = topic_name("matrix-forgotten");
+        forgotten.partitions = vec![0];
+        req.forgotten_topics_data.push(forgotten);
     }
     if v >= 11 {
         req.rack_id = s("rack-a");
