@@ -572,6 +572,12 @@ fn produce(fx: &Fixture, w: &mut Wire, v: i16) {
     if v >= 8 {
         assert!(parts[0].record_errors.is_empty());
     }
+    // Transactional producers are refused until transactions exist, and
+    // nothing they sent is stored.
+    req.transactional_id = Some(s("matrix-tx").into());
+    let refused: ProduceResponse = w.call(ApiKey::Produce, v, &req);
+    assert!(refused.responses[0].partition_responses.iter().all(|p| p.error_code != NONE));
+    req.transactional_id = None;
     // Read back with a fixed Fetch version.
     let fetched: FetchResponse =
         w.call(ApiKey::Fetch, 12, &common::wire::fetch_request(&topic, &[(0, 0), (1, 0)], 0, 0));
@@ -587,7 +593,9 @@ fn fetch(fx: &Fixture, w: &mut Wire, v: i16) {
     req.max_wait_ms = 50;
     req.min_bytes = 1;
     req.max_bytes = 50 << 20;
-    req.isolation_level = 0;
+    // read_committed: without transactions everything below the high
+    // watermark is stable, so the answer is the same as read_uncommitted.
+    req.isolation_level = 1;
     if v >= 7 {
         // A full fetch outside any session: forgotten topics mean nothing.
         req.session_id = 0;
@@ -650,7 +658,7 @@ fn list_offsets(fx: &Fixture, w: &mut Wire, v: i16) {
     let mut req = ListOffsetsRequest::default();
     req.replica_id = (-1).into();
     if v >= 2 {
-        req.isolation_level = 0;
+        req.isolation_level = 1;
     }
     let mut t = list_offsets_request::ListOffsetsTopic::default();
     t.name = topic_name(TOPIC);
@@ -949,10 +957,25 @@ fn describe(w: &mut Wire, group: &str, v: i16) -> describe_groups_response::Desc
 }
 
 fn commit_at(w: &mut Wire, group: &str, member: &str, generation: i32, offsets: &[(i32, i64)], v: i16) -> Vec<i16> {
+    commit_as(w, group, member, None, generation, offsets, v)
+}
+
+fn commit_as(
+    w: &mut Wire,
+    group: &str,
+    member: &str,
+    instance: Option<&str>,
+    generation: i32,
+    offsets: &[(i32, i64)],
+    v: i16,
+) -> Vec<i16> {
     let mut req = OffsetCommitRequest::default();
     req.group_id = GroupId(s(group));
     req.generation_id_or_member_epoch = generation;
     req.member_id = s(member);
+    if v >= 7 {
+        req.group_instance_id = instance.map(s);
+    }
     if (2..=4).contains(&v) {
         req.retention_time_ms = -1;
     }
@@ -1007,11 +1030,12 @@ fn offset_commit(w: &mut Wire, v: i16) {
 
     // A group member; then a stranger and a stale generation.
     let group = format!("mg-commit{v}");
-    let m = stable_member(w, &group, None);
-    assert_eq!(commit_at(w, &group, &m.id, m.generation, &[(1, 9)], v), vec![NONE]);
+    let m = stable_member(w, &group, instance_for(&group, v >= 7).as_deref());
+    assert_eq!(commit_as(w, &group, &m.id, m.instance.as_deref(), m.generation, &[(1, 9)], v), vec![NONE]);
     assert_eq!(committed(w, &group).get(&1), Some(&(9, "meta-9".to_string())));
     assert_eq!(commit_at(w, &group, "matrix-nobody", m.generation, &[(1, 10)], v), vec![UNKNOWN_MEMBER_ID]);
-    assert_eq!(commit_at(w, &group, &m.id, m.generation + 1, &[(1, 11)], v), vec![ILLEGAL_GENERATION]);
+    let stale = commit_as(w, &group, &m.id, m.instance.as_deref(), m.generation + 1, &[(1, 11)], v);
+    assert_eq!(stale, vec![ILLEGAL_GENERATION]);
     assert_eq!(committed(w, &group).get(&1), Some(&(9, "meta-9".to_string())), "refused commits changed nothing");
 }
 
