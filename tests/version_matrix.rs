@@ -304,7 +304,17 @@ fn api_versions(fx: &Fixture, w: &mut Wire, v: i16) {
     let newest: BTreeMap<i16, (i16, i16)> =
         advertised(&fx.addr).into_iter().map(|(k, range)| (k as i16, range)).collect();
     assert_eq!(listed, newest, "every ApiVersions version lists the same table");
-    assert!(listed.contains_key(&(ApiKey::ApiVersions as i16)));
+    let newest_version = listed[&(ApiKey::ApiVersions as i16)].1;
+    // One past the newest: a v0 answer with UNSUPPORTED_VERSION and the
+    // table, so the client can retry with a version both speak.
+    if v == newest_version && ApiKey::ApiVersions.valid_versions().max > v {
+        w.send(ApiKey::ApiVersions, v + 1, &req);
+        let resp: ApiVersionsResponse = w.receive(ApiKey::ApiVersions, 0);
+        assert_eq!(resp.error_code, UNSUPPORTED_VERSION);
+        let relisted: BTreeMap<i16, (i16, i16)> =
+            resp.api_keys.iter().map(|k| (k.api_key, (k.min_version, k.max_version))).collect();
+        assert_eq!(relisted, listed);
+    }
 }
 
 fn metadata(fx: &Fixture, w: &mut Wire, v: i16) {

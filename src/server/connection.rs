@@ -196,7 +196,8 @@ async fn handle_other(shard: &Rc<Shard>, mut frame: Bytes, peer: &str) -> Result
     let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
     let key = ApiKey::try_from(api_key).map_err(|_| format!("unknown API key {api_key}"))?;
     if key == ApiKey::ApiVersions && !handlers::supported(key, version) {
-        return Ok(Some(frame_response(correlation_id, 0, &api_versions::unsupported(), 0)?));
+        let response = frame_response(correlation_id, 0, &api_versions::unsupported(), 0);
+        return Ok(Some(response.map_err(|e| unencodable(key, 0, e))?));
     }
     if key == ApiKey::Produce && (0..=2).contains(&version) {
         let body = skip_header_v1(&frame)?;
@@ -213,7 +214,8 @@ async fn handle_other(shard: &Rc<Shard>, mut frame: Bytes, peer: &str) -> Result
         // The body (client software name) is informational; a v3 body we
         // cannot read still gets an answer.
         let _ = ApiVersionsRequest::decode(&mut frame, version);
-        return Ok(Some(frame_response(header.correlation_id, version, &api_versions::respond(0), 0)?));
+        let response = frame_response(header.correlation_id, version, &api_versions::respond(0), 0);
+        return Ok(Some(response.map_err(|e| unencodable(key, version, e))?));
     }
     let request = decode_body(key, version, &mut frame)?;
     // Release the frame's hold on the buffer produced records point into.
