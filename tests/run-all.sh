@@ -15,8 +15,20 @@ echo "== client packages for the protocol tests"
 if ! python3 -c 'import kafka' >/dev/null 2>&1; then
     python3 -m pip install --quiet --disable-pip-version-check "kafka-python==3.0.12"
 fi
-# The admin-clients test drives confluent-kafka's AdminClient (librdkafka
-# inside the wheel).
+# Debian's kcat (librdkafka 2.0.2) and kafkajs 2.2.4 consume in
+# client_kcat and client_kafkajs; kafkajs is installed from its lock file
+# into tests/kafkajs/node_modules.
+if ! command -v kcat >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat
+fi
+if ! command -v npm >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm
+fi
+if [ ! -d tests/kafkajs/node_modules/kafkajs ]; then
+    (cd tests/kafkajs && npm ci --no-audit --no-fund --silent)
+fi
+# confluent-kafka's AdminClient drives the admin tests (admin_clients,
+# confluent_admin: ListOffsets MAX_TIMESTAMP); librdkafka is inside the wheel.
 if ! python3 -c 'import confluent_kafka' >/dev/null 2>&1; then
     python3 -m pip install --quiet --disable-pip-version-check "confluent-kafka==2.16.1"
 fi

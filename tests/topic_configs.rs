@@ -72,7 +72,9 @@ fn produce(bootstrap: &str, bytes: usize) -> Result<(), KafkaError> {
         .create_with_context(Report(report.clone()))
         .expect("producer");
     let value = "v".repeat(bytes);
-    producer.send(BaseRecord::<(), str, ()>::with_opaque_to(TOPIC, ()).partition(0).payload(&value)).expect("enqueue");
+    producer
+        .send(BaseRecord::<str, str, ()>::with_opaque_to(TOPIC, ()).partition(0).key("k").payload(&value))
+        .expect("enqueue");
     producer.flush(Duration::from_secs(15)).expect("delivery report within the message timeout");
     let outcome = report.lock().unwrap().take();
     outcome.expect("a delivery report")

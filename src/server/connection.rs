@@ -229,7 +229,8 @@ async fn handle_other(
     let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
     let key = ApiKey::try_from(api_key).map_err(|_| format!("unknown API key {api_key}"))?;
     if key == ApiKey::ApiVersions && !handlers::supported(key, version) {
-        return Ok(Some(frame_response(correlation_id, 0, &api_versions::unsupported(), 0)?));
+        let response = frame_response(correlation_id, 0, &api_versions::unsupported(), 0);
+        return Ok(Some(response.map_err(|e| unencodable(key, 0, e))?));
     }
     if key == ApiKey::Produce && (0..=2).contains(&version) {
         let body = skip_header_v1(&frame)?;
@@ -246,7 +247,8 @@ async fn handle_other(
         // The body (client software name) is informational; a v3 body we
         // cannot read still gets an answer.
         let _ = ApiVersionsRequest::decode(&mut frame, version);
-        return Ok(Some(frame_response(header.correlation_id, version, &api_versions::respond(0), 0)?));
+        let response = frame_response(header.correlation_id, version, &api_versions::respond(0), 0);
+        return Ok(Some(response.map_err(|e| unencodable(key, version, e))?));
     }
     let request = decode_body(key, version, &mut frame)?;
     // Release the frame's hold on the buffer produced records point into.
@@ -260,7 +262,8 @@ async fn handle_other(
             if key != ApiKey::Produce {
                 trace.lap(Stage::Handle);
             }
-            let encoded = frame_response(header.correlation_id, version, &response, response_header_version)?;
+            let encoded = frame_response(header.correlation_id, version, &response, response_header_version)
+                .map_err(|e| unencodable(key, version, e))?;
             trace.lap(Stage::Encode);
             encoded
         }};
@@ -281,7 +284,7 @@ async fn handle_other(
             Some(resp) => respond!(resp),
             None => return Ok(None),
         },
-        Request::ListOffsets(req) => respond!(handlers::list_offsets::handle(shard, req).await),
+        Request::ListOffsets(req) => respond!(handlers::list_offsets::handle(shard, req, version).await),
         Request::InitProducerId(req) => respond!(handlers::init_producer_id::handle(shard, req).await),
         Request::FindCoordinator(req) => respond!(groups::find_coordinator(shard, req, version)),
         Request::JoinGroup(req) => {
@@ -412,6 +415,15 @@ pub fn decode_request(mut frame: Bytes) -> Result<(ApiKey, i16), String> {
 fn client_host(peer: &str) -> String {
     let ip = peer.parse::<std::net::SocketAddr>().map_or_else(|_| peer.to_string(), |a| a.ip().to_string());
     format!("/{ip}")
+}
+
+/// A response the protocol crate refuses to encode is a broker bug (a field
+/// set outside its version range; `tests/version_matrix.rs` exists to catch
+/// it), so it is logged as an error naming the API and version; the
+/// connection then closes, since the client would wait for it forever.
+fn unencodable(key: ApiKey, version: i16, e: String) -> String {
+    log::error!("{key:?} v{version} response cannot be encoded: {e}");
+    format!("{key:?} v{version} response cannot be encoded: {e}")
 }
 
 fn decode_failed(key: ApiKey, version: i16, e: impl std::fmt::Display) -> String {

@@ -32,6 +32,7 @@ pub mod codes {
     pub const INVALID_PRODUCER_EPOCH: ErrorCode = 47;
     pub const UNKNOWN_PRODUCER_ID: ErrorCode = 59;
     pub const INVALID_RECORD: ErrorCode = 87;
+    pub const UNKNOWN_TOPIC_ID: ErrorCode = 100;
 }
 
 /// One partition of a read, as a fetch asks for it.

@@ -276,6 +276,11 @@ impl Shard {
         match timestamp {
             -2 => ShardResponse::Offset { error: codes::NONE, offset: p.log.log_start(), timestamp: -1 },
             -1 => ShardResponse::Offset { error: codes::NONE, offset: p.log.log_end(), timestamp: -1 },
+            MAX_TIMESTAMP => match max_timestamp_record(&p.log).await {
+                Ok(Some((offset, timestamp))) => ShardResponse::Offset { error: codes::NONE, offset, timestamp },
+                Ok(None) => ShardResponse::Offset { error: codes::NONE, offset: -1, timestamp: -1 },
+                Err(e) => ShardResponse::Offset { error: error_code(&e), offset: -1, timestamp: -1 },
+            },
             ts => match p.log.offset_for_timestamp(ts).await {
                 Ok(Some((offset, timestamp))) => ShardResponse::Offset { error: codes::NONE, offset, timestamp },
                 Ok(None) => ShardResponse::Offset { error: codes::NONE, offset: -1, timestamp: -1 },
@@ -607,4 +612,31 @@ fn check_new_partitions(table: &TopicTable, t: &NewPartitions) -> Result<(), (Er
         ));
     }
     Ok(())
+}
+
+/// ListOffsets' MAX_TIMESTAMP (KIP-734, v7+): the record with the largest
+/// timestamp instead of an offset for a given time.
+const MAX_TIMESTAMP: i64 = -3;
+
+/// The first record carrying the log's largest timestamp, as (offset,
+/// timestamp); `None` for an empty log. "Some record at or after t" only
+/// holds below the largest timestamp, so a binary search over t with the
+/// time-index lookup finds it in at most 64 lookups without a new storage
+/// call; MAX_TIMESTAMP is an admin query, rare enough for that.
+async fn max_timestamp_record(log: &PartitionLog) -> Result<Option<(i64, i64)>, StorageError> {
+    let Some((_, first)) = log.offset_for_timestamp(i64::MIN).await? else { return Ok(None) };
+    if let Some(found) = log.offset_for_timestamp(i64::MAX).await? {
+        return Ok(Some(found));
+    }
+    // Invariant: a record at or after `low`, none at or after `high`.
+    let (mut low, mut high) = (first, i64::MAX);
+    while high - low > 1 {
+        let mid = low + (high - low) / 2;
+        if log.offset_for_timestamp(mid).await?.is_some() {
+            low = mid;
+        } else {
+            high = mid;
+        }
+    }
+    log.offset_for_timestamp(low).await
 }

@@ -175,6 +175,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn compression_type_takes_kafkas_values() {
+        for value in ["producer", "lz4", "zstd", "uncompressed"] {
+            let m = BTreeMap::from([("compression.type".to_string(), value.to_string())]);
+            assert!(log_config(&m).is_ok(), "{value}");
+        }
+        let m = BTreeMap::from([("compression.type".to_string(), "brotli".to_string())]);
+        assert!(log_config(&m).unwrap_err().contains("brotli"));
+    }
+
+    #[test]
     fn names_follow_kafka_rules() {
         assert!(validate_topic_name("orders.v1_x-2").is_ok());
         assert!(validate_topic_name("").is_err());

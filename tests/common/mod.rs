@@ -3,9 +3,11 @@
 #![allow(dead_code)]
 
 pub mod broker;
+pub mod child;
 pub mod members;
 pub mod null_broker;
 pub mod offsets_schema;
+pub mod produce;
 pub mod proxy;
 pub mod wire;
 

@@ -4,7 +4,8 @@
 use std::rc::Rc;
 
 use kafka_protocol::messages::{
-    create_topics_response::CreatableTopicResult, CreateTopicsRequest, CreateTopicsResponse, TopicName,
+    create_topics_request::CreatableTopic, create_topics_response::CreatableTopicResult, CreateTopicsRequest,
+    CreateTopicsResponse, TopicName,
 };
 
 use crate::{
@@ -40,13 +41,23 @@ pub fn unavailable(names: Vec<String>) -> Vec<TopicOutcome> {
         .collect()
 }
 
+/// With explicit replica assignments Kafka takes the partition count from
+/// them (the request then says -1); every replica is this broker.
+fn partition_count(t: &CreatableTopic) -> i32 {
+    if t.num_partitions == -1 && !t.assignments.is_empty() {
+        t.assignments.len() as i32
+    } else {
+        t.num_partitions
+    }
+}
+
 pub async fn handle(shard: &Rc<Shard>, request: CreateTopicsRequest) -> CreateTopicsResponse {
     let topics = request
         .topics
         .into_iter()
         .map(|t| NewTopic {
             name: t.name.0.to_string(),
-            partitions: t.num_partitions,
+            partitions: partition_count(&t),
             replication_factor: t.replication_factor,
             configs: t.configs.into_iter().filter_map(|c| Some((c.name.to_string(), c.value?.to_string()))).collect(),
         })

@@ -9,37 +9,49 @@ use kafka_protocol::messages::{
 
 use crate::{
     server::handlers::str_bytes,
-    shard::{router::CONTROLLER, Shard, ShardRequest, ShardResponse},
+    shard::{messages::codes, router::CONTROLLER, Shard, ShardRequest, ShardResponse},
 };
 
 pub async fn handle(shard: &Rc<Shard>, request: DeleteTopicsRequest) -> DeleteTopicsResponse {
     // v1–v5 name topics in `topic_names`; v6 in `topics` (by name or id).
-    let mut names: Vec<String> = request.topic_names.iter().map(|n| n.0.to_string()).collect();
+    // An id no topic has is answered UNKNOWN_TOPIC_ID here, with no name.
+    let mut targets: Vec<Result<String, uuid::Uuid>> =
+        request.topic_names.iter().map(|n| Ok(n.0.to_string())).collect();
     let table = shard.topics();
     for t in &request.topics {
         match &t.name {
-            Some(n) => names.push(n.0.to_string()),
+            Some(n) => targets.push(Ok(n.0.to_string())),
             None => {
                 let by_id = table.topics.iter().find(|(_, m)| uuid::Uuid::from_bytes(m.id_bytes()) == t.topic_id);
-                names.push(by_id.map_or_else(|| t.topic_id.to_string(), |(n, _)| n.clone()));
+                targets.push(by_id.map(|(n, _)| n.clone()).ok_or(t.topic_id));
             }
         }
     }
+    let names: Vec<String> = targets.iter().filter_map(|t| t.as_ref().ok().cloned()).collect();
     let outcomes = match shard.call(CONTROLLER, ShardRequest::DeleteTopics { names: names.clone() }).await {
         ShardResponse::Topics(o) => o,
         _ => crate::server::handlers::create_topics::unavailable(names),
     };
+    let mut outcomes = outcomes.into_iter();
     let mut response = DeleteTopicsResponse::default();
-    response.responses = outcomes
-        .into_iter()
-        .map(|o| {
-            let mut r = DeletableTopicResult::default();
-            r.name = Some(TopicName(str_bytes(&o.name)));
-            r.topic_id = uuid::Uuid::from_bytes(o.id);
-            r.error_code = o.error;
-            r.error_message = o.message.as_deref().map(str_bytes);
-            r
-        })
-        .collect();
+    for target in targets {
+        let mut r = DeletableTopicResult::default();
+        match target {
+            Err(id) => {
+                r.name = None;
+                r.topic_id = id;
+                r.error_code = codes::UNKNOWN_TOPIC_ID;
+                r.error_message = Some(str_bytes(&format!("no topic has id {id}")));
+            }
+            Ok(_) => {
+                let Some(o) = outcomes.next() else { break };
+                r.name = Some(TopicName(str_bytes(&o.name)));
+                r.topic_id = uuid::Uuid::from_bytes(o.id);
+                r.error_code = o.error;
+                r.error_message = o.message.as_deref().map(str_bytes);
+            }
+        }
+        response.responses.push(r);
+    }
     response
 }

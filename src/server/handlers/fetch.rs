@@ -39,7 +39,10 @@ pub async fn handle(shard: &Rc<Shard>, request: FetchRequest) -> Vec<TopicOut> {
                 topic: t.topic.0.to_string(),
                 partition: p.partition,
                 offset: p.fetch_offset,
-                max_bytes: (p.partition_max_bytes.max(0) as usize).min(limits::FETCH_RESPONSE_BYTES_MAX),
+                // No partition may return more than the whole response may
+                // hold (beyond its first batch, which the log always returns
+                // whole so a consumer can make progress).
+                max_bytes: (p.partition_max_bytes.max(0) as usize).min(max_bytes),
             })
         })
         .collect();
@@ -59,7 +62,9 @@ pub async fn handle(shard: &Rc<Shard>, request: FetchRequest) -> Vec<TopicOut> {
 }
 
 /// Reads every item from its owner (owners in parallel) and trims the
-/// result to `max_bytes`, keeping at least the first partition with data.
+/// result to the request's `max_bytes`: a partition that would overflow it
+/// is answered empty, except the first with data (each read is already
+/// capped at `max_bytes`, so only its first batch can exceed it).
 async fn read_round(shard: &Rc<Shard>, items: &[ReadItem], max_bytes: usize) -> Vec<ReadOutcome> {
     let table = shard.topics();
     let mut by_owner: BTreeMap<ShardId, Vec<usize>> = BTreeMap::new();

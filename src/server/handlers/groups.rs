@@ -135,7 +135,15 @@ pub async fn heartbeat(shard: &Rc<Shard>, request: HeartbeatRequest) -> Heartbea
 pub async fn leave(shard: &Rc<Shard>, request: LeaveGroupRequest, version: i16) -> LeaveGroupResponse {
     let group = request.group_id.0.to_string();
     match call(shard, &group, GroupCall::Leave { request, version }).await {
-        Some(GroupAnswer::Leave(r)) => r,
+        Some(GroupAnswer::Leave(mut r)) => {
+            // Per-member answers exist only from v3; before it the top-level
+            // code says it all, and a v0–v2 response carrying them cannot be
+            // encoded.
+            if version < 3 {
+                r.members.clear();
+            }
+            r
+        }
         _ => {
             let mut r = LeaveGroupResponse::default();
             r.error_code = COORDINATOR_NOT_AVAILABLE;

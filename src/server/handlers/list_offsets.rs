@@ -1,5 +1,6 @@
 //! ListOffsets, versions 1–7: earliest (-2), latest (-1), or the first offset
-//! at or after a timestamp, found through the time index.
+//! at or after a timestamp, found through the time index. The partition's
+//! leader epoch is answered from v4, the version that has the field.
 
 use std::rc::Rc;
 
@@ -10,7 +11,7 @@ use kafka_protocol::messages::{
 
 use crate::shard::{messages::codes, router, Shard, ShardRequest, ShardResponse};
 
-pub async fn handle(shard: &Rc<Shard>, request: ListOffsetsRequest) -> ListOffsetsResponse {
+pub async fn handle(shard: &Rc<Shard>, request: ListOffsetsRequest, version: i16) -> ListOffsetsResponse {
     let table = shard.topics();
     let mut response = ListOffsetsResponse::default();
     for topic in request.topics {
@@ -22,7 +23,11 @@ pub async fn handle(shard: &Rc<Shard>, request: ListOffsetsRequest) -> ListOffse
             tasks.push(glommio::spawn_local(async move {
                 let mut r = ListOffsetsPartitionResponse::default();
                 r.partition_index = p.partition_index;
-                r.leader_epoch = 0;
+                // Before v4 the field does not exist: left at its default
+                // (-1) the response can be encoded.
+                if version >= 4 {
+                    r.leader_epoch = 0;
+                }
                 let Some(owner) = owner else {
                     r.error_code = codes::UNKNOWN_TOPIC_OR_PARTITION;
                     r.offset = -1;

@@ -12,20 +12,23 @@ use crate::{
     server::handlers::{create_topics::create, str_bytes},
     shard::{
         messages::{codes, NewTopic},
+        topics::validate_topic_name,
         Shard,
     },
 };
 
 pub async fn handle(shard: &Rc<Shard>, request: MetadataRequest, version: i16) -> MetadataResponse {
+    // v0 cannot send a null list: there an empty one means every topic.
+    let topics = request.topics.filter(|ts| version >= 1 || !ts.is_empty());
     let wanted: Option<Vec<String>> =
-        request.topics.map(|ts| ts.into_iter().filter_map(|t| t.name.map(|n| n.0.to_string())).collect());
+        topics.map(|ts| ts.into_iter().filter_map(|t| t.name.map(|n| n.0.to_string())).collect());
     // v0 has no flag and always allowed auto-creation; from v4 the client says.
     let may_create = shard.settings.auto_create_topics && (version < 4 || request.allow_auto_topic_creation);
     if let (Some(names), true) = (&wanted, may_create) {
         let table = shard.topics();
         let missing: Vec<NewTopic> = names
             .iter()
-            .filter(|n| !table.topics.contains_key(*n))
+            .filter(|n| !table.topics.contains_key(*n) && validate_topic_name(n).is_ok())
             .map(|n| NewTopic { name: n.clone(), partitions: -1, replication_factor: -1, configs: Vec::new() })
             .collect();
         if !missing.is_empty() {
@@ -46,6 +49,9 @@ pub async fn handle(shard: &Rc<Shard>, request: MetadataRequest, version: i16) -
         let mut topic = MetadataResponseTopic::default();
         topic.name = Some(TopicName(str_bytes(&name)));
         match table.topics.get(&name) {
+            // A name Kafka refuses: the client gives up instead of waiting
+            // for a topic that can never exist.
+            None if validate_topic_name(&name).is_err() => topic.error_code = codes::INVALID_TOPIC_EXCEPTION,
             None => topic.error_code = codes::UNKNOWN_TOPIC_OR_PARTITION,
             Some(meta) => {
                 topic.topic_id = uuid::Uuid::from_bytes(meta.id_bytes());

@@ -7,7 +7,7 @@ use std::{rc::Rc, time::Instant};
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{
-    produce_response::{PartitionProduceResponse, TopicProduceResponse},
+    produce_response::{BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse},
     ProduceRequest, ProduceResponse, TopicName,
 };
 
@@ -18,7 +18,9 @@ use crate::{
     server::handlers::{create_topics::create, str_bytes},
     shard::{
         messages::{codes, ErrorCode, NewTopic},
-        router, Shard, ShardRequest, ShardResponse,
+        router,
+        topics::validate_topic_name,
+        Shard, ShardRequest, ShardResponse,
     },
 };
 
@@ -27,6 +29,10 @@ struct PartitionResult {
     base_offset: i64,
     log_start: i64,
     message: Option<String>,
+    /// Records rejected one by one (KIP-467): index among the partition's
+    /// records in this request, reason.
+    /// Encoded from Produce v8, the version that has the field.
+    record_errors: Vec<(i32, String)>,
 }
 
 /// Returns `None` for acks=0: the client expects no response. Charges the
@@ -70,19 +76,32 @@ async fn respond(shard: &Rc<Shard>, request: ProduceRequest, critical: &mut Crit
         let name = topic.name.0.to_string();
         // Only the broker writes its internal topics, as in Kafka.
         let internal = table.topics.get(&name).is_some_and(|m| m.internal);
+        // A name Kafka would refuse is an error the producer gives up on at
+        // once, not an unknown topic it retries until its messages expire.
+        let illegal = validate_topic_name(&name).err();
+        // The config itself, not a parsed LogConfig: this is the hot path.
+        let compacted = table
+            .topics
+            .get(&name)
+            .and_then(|m| m.configs.get("cleanup.policy"))
+            .is_some_and(|p| p.split(',').any(|s| s.trim() == "compact"));
         for p in topic.partition_data {
             let owner = router::owner(&table, &name, p.index, shard.count);
             let (shard, name, index, records) = (shard.clone(), name.clone(), p.index, p.records);
+            let illegal = illegal.clone();
             tasks.push(glommio::spawn_local(async move {
                 let mut stages = AppendStages::default();
                 let result = match (owner, records) {
+                    _ if illegal.is_some() => {
+                        failed(codes::INVALID_TOPIC_EXCEPTION, illegal.map(|m| format!("topic {name:?}: {m}")))
+                    }
                     _ if internal => {
                         failed(codes::INVALID_TOPIC_EXCEPTION, Some(format!("cannot produce to internal topic {name}")))
                     }
                     (None, _) => failed(codes::UNKNOWN_TOPIC_OR_PARTITION, None),
                     (Some(_), None) => failed(codes::INVALID_RECORD, Some("no records".into())),
                     (Some(owner), Some(records)) => {
-                        append_all(&shard, owner, &name, index, records, acks == -1, &mut stages).await
+                        append_all(&shard, owner, &name, index, records, acks == -1, compacted, &mut stages).await
                     }
                 };
                 (name, index, result, Instant::now(), stages)
@@ -101,6 +120,16 @@ async fn respond(shard: &Rc<Shard>, request: ProduceRequest, critical: &mut Crit
         pr.log_append_time_ms = -1;
         pr.log_start_offset = r.log_start;
         pr.error_message = r.message.as_deref().map(str_bytes);
+        pr.record_errors = r
+            .record_errors
+            .iter()
+            .map(|(i, m)| {
+                let mut e = BatchIndexAndErrorMessage::default();
+                e.batch_index = *i;
+                e.batch_index_error_message = Some(str_bytes(m));
+                e
+            })
+            .collect();
         match response.responses.iter_mut().find(|t| t.name.0.as_str() == name) {
             Some(t) => t.partition_responses.push(pr),
             None => {
@@ -115,7 +144,35 @@ async fn respond(shard: &Rc<Shard>, request: ProduceRequest, critical: &mut Crit
 }
 
 fn failed(error: ErrorCode, message: Option<String>) -> PartitionResult {
-    PartitionResult { error, base_offset: -1, log_start: -1, message }
+    PartitionResult { error, base_offset: -1, log_start: -1, message, record_errors: Vec::new() }
+}
+
+/// A compacted topic keeps the latest record per key, so a record without
+/// one cannot be kept: Kafka rejects the whole batch with INVALID_RECORD and
+/// names each keyless record. Compressed batches are not opened here (the
+/// broker never decompresses) and pass unchecked.
+fn keyless_records(topic: &str, partition: i32, batches: &[BytesMut]) -> Option<PartitionResult> {
+    let mut record_errors = Vec::new();
+    // Kafka counts within the partition's one batch; over several batches
+    // the count runs on, so each index still names one record.
+    let mut index = 0i32;
+    for batch in batches {
+        let Ok(records) = crate::protocol::record_batch::read_records(batch) else { continue };
+        for r in &records {
+            if r.key.is_none() {
+                let reason = format!("compacted topic {topic} cannot accept a record without a key");
+                record_errors.push((index, reason));
+            }
+            index += 1;
+        }
+    }
+    if record_errors.is_empty() {
+        return None;
+    }
+    let message = format!(
+        "one or more records have been rejected: compacted topic partition {topic}-{partition} cannot accept records without a key"
+    );
+    Some(PartitionResult { record_errors, ..failed(codes::INVALID_RECORD, Some(message)) })
 }
 
 async fn auto_create(shard: &Rc<Shard>, request: &ProduceRequest) {
@@ -127,7 +184,7 @@ async fn auto_create(shard: &Rc<Shard>, request: &ProduceRequest) {
         .topic_data
         .iter()
         .map(|t| t.name.0.to_string())
-        .filter(|n| !table.topics.contains_key(n))
+        .filter(|n| !table.topics.contains_key(n) && validate_topic_name(n).is_ok())
         .map(|name| NewTopic { name, partitions: -1, replication_factor: -1, configs: Vec::new() })
         .collect();
     if !missing.is_empty() {
@@ -145,6 +202,7 @@ async fn append_all(
     partition: i32,
     records: Bytes,
     durable: bool,
+    compacted: bool,
     stages: &mut AppendStages,
 ) -> PartitionResult {
     let batches = match split_batches(records) {
@@ -153,6 +211,9 @@ async fn append_all(
             return failed(codes::CORRUPT_MESSAGE, Some(format!("partition {topic}-{partition}: {message}")))
         }
     };
+    if let Some(rejected) = compacted.then(|| keyless_records(topic, partition, &batches)).flatten() {
+        return rejected;
+    }
     let mut first: Option<PartitionResult> = None;
     for batch in batches {
         let request =
@@ -165,7 +226,7 @@ async fn append_all(
         };
         stages.add(&spent);
         stages.hop += finished.elapsed();
-        let result = PartitionResult { error, base_offset, log_start, message };
+        let result = PartitionResult { error, base_offset, log_start, message, record_errors: Vec::new() };
         if error != codes::NONE {
             return result;
         }
