@@ -73,7 +73,7 @@ run() {
         # broker's memory holds a few topics' tails, not one per workload.
         "$BIN" bench "$mode" --bootstrap "127.0.0.1:$port" --topic "$mode-acks$acks" --partitions 16 --record-size 1024 \
             --rate "$rate" --acks "$acks" --cores "$CLIENT_CORE" --duration "$DURATION" --warmup "$WARMUP" \
-            --topic-config retention.bytes=268435456 --output "$dir" --name "$name-$rep" >"$dir/$name-$rep.txt" 2>&1 ||
+            --topic-config retention.bytes=268435456 --topic-config segment.bytes=67108864 --output "$dir" --name "$name-$rep" >"$dir/$name-$rep.txt" 2>&1 ||
             echo "run $name-$rep failed: see $dir/$name-$rep.txt" >&2
     done
 }
