@@ -185,3 +185,25 @@ fn commit(broker: &Broker, group: &str, topic: &str, offsets: &[i64]) {
     let resp: OffsetCommitResponse = w.call(ApiKey::OffsetCommit, 8, &req);
     assert!(resp.topics[0].partitions.iter().all(|p| p.error_code == 0));
 }
+
+/// kafkajs's admin client: describeCluster, createPartitions,
+/// describeConfigs, alterConfigs, fetchTopicOffsets and deleteTopicRecords
+/// (tests/kafkajs/admin.js checks each answer against records its own
+/// producer wrote).
+#[test]
+fn kafkajs_admin_describes_grows_reconfigures_and_trims_a_topic() {
+    let dir = common::tempdir().unwrap();
+    let broker = Broker::start_with_config(&dir.path().join("data"), 1, CONFIG, &[]);
+    let out = Command::new("node")
+        .current_dir(kafkajs_dir())
+        .args(["admin.js", &broker.bootstrap(), "kafkajs-admin"])
+        .output()
+        .expect("run node");
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("admin ok"),
+        "kafkajs admin failed:\n{}\n{}\nbroker log: {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        broker.log.lock().unwrap().join("\n")
+    );
+}
