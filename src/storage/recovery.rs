@@ -88,7 +88,12 @@ fn list_segments(dir: &Path) -> io::Result<Vec<i64>> {
         let name = entry.file_name();
         let name = name.to_string_lossy();
         if name.ends_with(".tmp") {
-            std::fs::remove_file(entry.path())?;
+            // A writer still finishing (an earlier handle's checkpoint, say)
+            // may rename its file away between the listing and the removal.
+            match std::fs::remove_file(entry.path()) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
         } else if let Some(base) = segment::parse_segment_name(&name) {
             bases.push(base);
         }
