@@ -9,6 +9,7 @@ use std::{collections::BTreeMap, process::Command};
 use bytes::Bytes;
 use common::{
     broker::Broker,
+    scrape::{sum, Sample},
     wire::{create_topic, fetch_request, produce, topic_name, Wire},
 };
 use kafka_protocol::{
@@ -18,48 +19,13 @@ use kafka_protocol::{
     },
     protocol::StrBytes,
 };
-use serde_json::Value;
 
 const TOPIC: &str = "metered";
 const PARTITIONS: i32 = 4;
 
-struct Sample {
-    name: String,
-    labels: BTreeMap<String, String>,
-    value: f64,
-}
-
 fn scrape(broker: &Broker) -> Vec<Sample> {
     assert!(broker.metrics_url.starts_with("http://127.0.0.1:"), "banner names the metrics URL");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/scrape_metrics.py");
-    let out = Command::new("python3").arg(script).arg(&broker.metrics_url).output().expect("python3");
-    assert!(out.status.success(), "scrape failed: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| {
-            let v: Value = serde_json::from_str(l).unwrap();
-            Sample {
-                name: v["name"].as_str().unwrap().to_string(),
-                labels: v["labels"]
-                    .as_object()
-                    .unwrap()
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
-                    .collect(),
-                value: v["value"].as_f64().unwrap(),
-            }
-        })
-        .collect()
-}
-
-/// Sum of a metric's samples whose labels include all of `want`.
-fn sum(samples: &[Sample], name: &str, want: &[(&str, &str)]) -> f64 {
-    samples
-        .iter()
-        .filter(|s| s.name == name && want.iter().all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v)))
-        .map(|s| s.value)
-        .sum()
+    common::scrape::scrape(broker)
 }
 
 fn batch(records: usize, seed: u8) -> Bytes {

@@ -9,12 +9,14 @@ mod common;
 
 use std::{
     collections::BTreeMap,
-    process::Command,
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
-use common::broker::Broker;
+use common::{
+    broker::Broker,
+    scrape::{scrape, sum, Sample},
+};
 use rdkafka::{
     admin::{AdminClient, AdminOptions, NewTopic, TopicReplication},
     client::DefaultClientContext,
@@ -23,7 +25,6 @@ use rdkafka::{
     producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext},
     ClientConfig, ClientContext, Offset, TopicPartitionList,
 };
-use serde_json::Value;
 
 const TOPIC: &str = "staged";
 const PARTITIONS: i32 = 4;
@@ -61,44 +62,6 @@ const PRODUCE_BUSY: [&str; 10] = [
     "append",
     "encode",
 ];
-
-struct Sample {
-    name: String,
-    labels: BTreeMap<String, String>,
-    value: f64,
-}
-
-fn scrape(broker: &Broker) -> Vec<Sample> {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/scrape_metrics.py");
-    let out = Command::new("python3").arg(script).arg(&broker.metrics_url).output().expect("python3");
-    assert!(out.status.success(), "scrape failed: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| {
-            let v: Value = serde_json::from_str(l).unwrap();
-            Sample {
-                name: v["name"].as_str().unwrap().to_string(),
-                labels: v["labels"]
-                    .as_object()
-                    .unwrap()
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
-                    .collect(),
-                value: v["value"].as_f64().unwrap(),
-            }
-        })
-        .collect()
-}
-
-/// Sum of a metric's samples whose labels include all of `want`.
-fn sum(samples: &[Sample], name: &str, want: &[(&str, &str)]) -> f64 {
-    samples
-        .iter()
-        .filter(|s| s.name == name && want.iter().all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v)))
-        .map(|s| s.value)
-        .sum()
-}
 
 struct Deliveries(Arc<Mutex<Vec<(usize, i32, i64, Option<String>)>>>);
 impl ClientContext for Deliveries {}

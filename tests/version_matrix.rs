@@ -620,14 +620,25 @@ fn fetch(fx: &Fixture, w: &mut Wire, v: i16) {
         req.session_epoch = -1;
         let mut forgotten = fetch_request::ForgottenTopic::default();
         forgotten.topic = topic_name("matrix-forgotten");
+        forgotten.topic_id = uuid::Uuid::from_u128(0xf0f0);
         forgotten.partitions = vec![0];
         req.forgotten_topics_data.push(forgotten);
     }
     if v >= 11 {
         req.rack_id = s("rack-a");
     }
+    if v >= 15 {
+        let mut state = fetch_request::ReplicaState::default();
+        state.replica_id = (-1).into();
+        state.replica_epoch = -1;
+        req.replica_state = state;
+    }
+    // From v13 topics travel by id: the fixture topic's, and one no topic has.
+    let id = topic_id(w, TOPIC);
+    let no_such_id = uuid::Uuid::from_u128(0x5eed_0000_0000_0000_0000_0000_0000_0013);
     let mut t = fetch_request::FetchTopic::default();
     t.topic = topic_name(TOPIC);
+    t.topic_id = id;
     let second = fx.batches[1][1].0;
     for (partition, offset) in [(0, 0), (1, second), (0, fx.end(0) + 100), (9, 0)] {
         let mut p = fetch_request::FetchPartition::default();
@@ -646,13 +657,33 @@ fn fetch(fx: &Fixture, w: &mut Wire, v: i16) {
         t.partitions.push(p);
     }
     req.topics.push(t);
+    if v >= 13 {
+        let mut unknown = fetch_request::FetchTopic::default();
+        unknown.topic_id = no_such_id;
+        let mut p = fetch_request::FetchPartition::default();
+        p.partition_max_bytes = 1 << 20;
+        p.current_leader_epoch = -1;
+        p.last_fetched_epoch = -1;
+        p.log_start_offset = -1;
+        unknown.partitions.push(p);
+        req.topics.push(unknown);
+    }
     let resp: FetchResponse = w.call(ApiKey::Fetch, v, &req);
     if v >= 7 {
         assert_eq!(resp.error_code, NONE);
         assert_eq!(resp.session_id, 0);
     }
-    assert_eq!(resp.responses.len(), 1);
-    assert_eq!(resp.responses[0].topic.as_str(), TOPIC);
+    if v >= 13 {
+        assert_eq!(resp.responses.len(), 2);
+        assert_eq!(resp.responses[0].topic_id, id);
+        assert_eq!(resp.responses[1].topic_id, no_such_id);
+        let unknown: Vec<(i32, i16)> =
+            resp.responses[1].partitions.iter().map(|p| (p.partition_index, p.error_code)).collect();
+        assert_eq!(unknown, vec![(0, UNKNOWN_TOPIC_ID)]);
+    } else {
+        assert_eq!(resp.responses.len(), 1);
+        assert_eq!(resp.responses[0].topic.as_str(), TOPIC);
+    }
     let parts = &resp.responses[0].partitions;
     let codes: Vec<(i32, i16)> = parts.iter().map(|p| (p.partition_index, p.error_code)).collect();
     assert_eq!(codes, vec![(0, NONE), (1, NONE), (0, OFFSET_OUT_OF_RANGE), (9, UNKNOWN_TOPIC_OR_PARTITION)]);
@@ -723,6 +754,21 @@ fn list_offsets(fx: &Fixture, w: &mut Wire, v: i16) {
         let p = &resp.topics[0].partitions[0];
         let last_ts = SETUP_TS + (SETUP_BATCHES as i64 - 1) * SETUP_TS_STEP + SETUP_RECORDS as i64 - 1;
         assert_eq!((p.error_code, p.offset, p.timestamp), (NONE, fx.end(1) - 1, last_ts));
+    }
+    // EARLIEST_LOCAL (-4, v8+): everything is local, so the log start;
+    // LATEST_TIERED (-5, v9+): nothing is tiered, so -1, as Kafka answers
+    // with remote storage off.
+    for (from, timestamp, expect) in [(8, -4, 0), (9, -5, -1)] {
+        if v >= from {
+            let mut req = req.clone();
+            req.topics.truncate(1);
+            req.topics[0].partitions.truncate(1);
+            req.topics[0].partitions[0].partition_index = 1;
+            req.topics[0].partitions[0].timestamp = timestamp;
+            let resp: ListOffsetsResponse = w.call(ApiKey::ListOffsets, v, &req);
+            let p = &resp.topics[0].partitions[0];
+            assert_eq!((p.error_code, p.offset), (NONE, expect), "timestamp {timestamp}");
+        }
     }
 }
 
@@ -811,6 +857,9 @@ fn join_request(group: &str, member: &str, instance: Option<&str>, v: i16) -> Jo
     p.name = s("range");
     p.metadata = Bytes::from_static(MEMBER_METADATA);
     req.protocols.push(p);
+    if v >= 8 {
+        req.reason = Some(s("matrix join"));
+    }
     req
 }
 
@@ -936,6 +985,9 @@ fn leave_group(w: &mut Wire, v: i16) {
             let mut id = leave_group_request::MemberIdentity::default();
             id.member_id = s(member);
             id.group_instance_id = instance.map(s);
+            if v >= 5 {
+                id.reason = Some(s("matrix leave"));
+            }
             req.members.push(id);
         } else {
             req.member_id = s(member);
@@ -1080,6 +1132,11 @@ fn offset_fetch(w: &mut Wire, v: i16) {
             t.name = topic_name(TOPIC);
             t.partition_indexes = asked.to_vec();
             rg.topics = Some(vec![t]);
+            if v >= 9 {
+                // A classic group's client sends no member (KIP-848 fields).
+                rg.member_id = None;
+                rg.member_epoch = -1;
+            }
             req.groups.push(rg);
         }
         let resp: OffsetFetchResponse = w.call(ApiKey::OffsetFetch, v, &req);
@@ -1198,6 +1255,18 @@ fn list_groups(w: &mut Wire, v: i16) {
         assert!(listed.values().all(|(_, state)| state == "Stable"));
     } else {
         assert!(listed.contains_key(&empty), "{empty} not listed: {listed:?}");
+    }
+    // v5's type filter (KIP-848): every group here is classic.
+    if v >= 5 {
+        assert!(resp.groups.iter().all(|g| g.group_type.as_str() == "classic"));
+        let mut classic = req.clone();
+        classic.types_filter = vec![s("Classic")];
+        let resp: ListGroupsResponse = w.call(ApiKey::ListGroups, v, &classic);
+        assert!(resp.groups.iter().any(|g| g.group_id.as_str() == stable), "{stable} not listed as classic");
+        let mut consumer = req.clone();
+        consumer.types_filter = vec![s("consumer")];
+        let resp: ListGroupsResponse = w.call(ApiKey::ListGroups, v, &consumer);
+        assert!(resp.groups.is_empty(), "no consumer-protocol groups: {:?}", resp.groups);
     }
 }
 

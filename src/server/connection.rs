@@ -208,7 +208,7 @@ async fn handle_frame(
             return Err("Fetch decoded as another request".into());
         };
         trace.lap(Stage::Decode);
-        let topics = handlers::fetch::handle(shard, req).await;
+        let topics = handlers::fetch::handle(shard, req, version).await;
         trace.lap(Stage::Handle);
         let encoded = crate::server::fetch_encode::encode(correlation_id, version, &topics);
         trace.lap(Stage::Encode);

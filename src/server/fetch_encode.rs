@@ -1,4 +1,4 @@
-//! Hand-written Fetch response encoder (v4–v12) that leaves record bytes
+//! Hand-written Fetch response encoder (v4–v16) that leaves record bytes
 //! where they are: the output is a list of chunks in which the stored
 //! batches appear as the very chunks the log returned (cached buffers, or
 //! ranges of sealed segment files), to be written with vectored writes and
@@ -21,7 +21,10 @@ pub struct PartitionOut {
 }
 
 pub struct TopicOut {
+    /// Written up to v12.
     pub name: String,
+    /// Written from v13, which names topics by id.
+    pub id: uuid::Uuid,
     pub partitions: Vec<PartitionOut>,
 }
 
@@ -42,7 +45,11 @@ pub fn encode(correlation_id: i32, version: i16, topics: &[TopicOut]) -> Vec<Chu
     }
     put_len(&mut cur, topics.len(), flexible);
     for t in topics {
-        put_str(&mut cur, &t.name, flexible);
+        if version >= 13 {
+            cur.put_slice(t.id.as_bytes());
+        } else {
+            put_str(&mut cur, &t.name, flexible);
+        }
         put_len(&mut cur, t.partitions.len(), flexible);
         for p in &t.partitions {
             cur.put_i32(p.partition);
@@ -121,6 +128,7 @@ mod tests {
         vec![
             TopicOut {
                 name: "alpha".into(),
+                id: uuid::Uuid::from_u128(0x0123_4567_89ab_cdef_0011_2233_4455_6677),
                 partitions: vec![
                     PartitionOut {
                         partition: 0,
@@ -142,6 +150,7 @@ mod tests {
             },
             TopicOut {
                 name: "b".repeat(300),
+                id: uuid::Uuid::from_u128(u128::MAX - 5),
                 partitions: vec![PartitionOut {
                     partition: 2,
                     error: 0,
@@ -160,6 +169,7 @@ mod tests {
         for t in topics {
             let mut ft = FetchableTopicResponse::default();
             ft.topic = TopicName(StrBytes::from_string(t.name.clone()));
+            ft.topic_id = t.id;
             for p in &t.partitions {
                 let mut pd = PartitionData::default();
                 pd.partition_index = p.partition;
@@ -189,7 +199,7 @@ mod tests {
     #[test]
     fn matches_the_protocol_crate_for_every_served_version() {
         let topics = sample();
-        for version in 4..=12 {
+        for version in 4..=16 {
             let ours: Vec<u8> = concat(&encode(99, version, &topics));
             assert_eq!(ours, reference(99, version, &topics), "fetch response v{version}");
         }

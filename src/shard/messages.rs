@@ -110,7 +110,8 @@ pub enum ShardRequest {
     /// Answer once any listed partition has data at or after its offset, or
     /// at the deadline (milliseconds from now).
     WaitForData { items: Vec<(String, i32, i64)>, wait_ms: u64 },
-    /// ListOffsets for one partition: -2 earliest, -1 latest, else by time.
+    /// ListOffsets for one partition: -2 earliest, -1 latest, -3 max
+    /// timestamp, -4 earliest local, -5 latest tiered, else by time.
     ListOffset { topic: String, partition: i32, timestamp: i64 },
     /// DeleteRecords for one partition: move its log start up to `offset`
     /// (-1: the log end); answered with `Offset` (the new log start).

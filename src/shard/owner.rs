@@ -276,6 +276,12 @@ impl Shard {
         match timestamp {
             -2 => ShardResponse::Offset { error: codes::NONE, offset: p.log.log_start(), timestamp: -1 },
             -1 => ShardResponse::Offset { error: codes::NONE, offset: p.log.log_end(), timestamp: -1 },
+            // EARLIEST_LOCAL (-4, v8+, KIP-405): every segment is local, so
+            // the local log starts where the log does.
+            -4 => ShardResponse::Offset { error: codes::NONE, offset: p.log.log_start(), timestamp: -1 },
+            // LATEST_TIERED (-5, v9+, KIP-1005): nothing is tiered; Kafka
+            // answers -1 when remote storage is off.
+            -5 => ShardResponse::Offset { error: codes::NONE, offset: -1, timestamp: -1 },
             MAX_TIMESTAMP => match max_timestamp_record(&p.log).await {
                 Ok(Some((offset, timestamp))) => ShardResponse::Offset { error: codes::NONE, offset, timestamp },
                 Ok(None) => ShardResponse::Offset { error: codes::NONE, offset: -1, timestamp: -1 },

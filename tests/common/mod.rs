@@ -9,6 +9,7 @@ pub mod null_broker;
 pub mod offsets_schema;
 pub mod produce;
 pub mod proxy;
+pub mod scrape;
 pub mod wire;
 
 use std::{future::Future, path::Path, rc::Rc};

@@ -1,8 +1,13 @@
-//! Fetch, versions 4–12, with long poll: the request is held until
+//! Fetch, versions 4–16, with long poll: the request is held until
 //! `min_bytes` are available or `max_wait_ms` passes, woken by appends on the
 //! owner shards (no polling loop). Every requested partition is echoed, even
 //! empty ones. Stored batches are returned as they are, never parsed, and
 //! reach the socket without a copy (see `server::fetch_encode`).
+//!
+//! From v13 topics are named by id, both ways; an id no topic has is
+//! answered UNKNOWN_TOPIC_ID for each of its partitions. Nothing in v14–v16
+//! changes what a broker without tiered storage or replicas answers: v15's
+//! replica state is a follower's, v16's node endpoints are for leader moves.
 
 use std::{
     collections::BTreeMap,
@@ -25,18 +30,42 @@ use crate::{
 /// a request pins its connection and memory.
 const MAX_WAIT_MS_MAX: u64 = 30_000;
 
-pub async fn handle(shard: &Rc<Shard>, request: FetchRequest) -> Vec<TopicOut> {
+/// A requested topic as the response must name it.
+#[derive(Clone, Copy, PartialEq)]
+struct Named {
+    id: uuid::Uuid,
+    /// The request named the topic by an id no topic has.
+    unknown_id: bool,
+}
+
+pub async fn handle(shard: &Rc<Shard>, request: FetchRequest, version: i16) -> Vec<TopicOut> {
     let wait = Duration::from_millis((request.max_wait_ms.max(0) as u64).min(MAX_WAIT_MS_MAX));
     let deadline = Instant::now() + wait;
     let min_bytes = request.min_bytes.max(0) as usize;
     let max_bytes = if request.max_bytes <= 0 { usize::MAX } else { request.max_bytes as usize };
     let max_bytes = max_bytes.min(limits::FETCH_RESPONSE_BYTES_MAX);
+    let by_id = version >= 13;
+    let table = shard.topics();
+    let mut named: Vec<Named> = Vec::new();
     let items: Vec<ReadItem> = request
         .topics
         .iter()
         .flat_map(|t| {
-            t.partitions.iter().map(|p| ReadItem {
-                topic: t.topic.0.to_string(),
+            let (topic, n) = if by_id {
+                match table.topics.iter().find(|(_, m)| uuid::Uuid::from_bytes(m.id_bytes()) == t.topic_id) {
+                    Some((name, _)) => (name.clone(), Named { id: t.topic_id, unknown_id: false }),
+                    None => (String::new(), Named { id: t.topic_id, unknown_id: true }),
+                }
+            } else {
+                let id = table
+                    .topics
+                    .get(t.topic.0.as_str())
+                    .map_or(uuid::Uuid::nil(), |m| uuid::Uuid::from_bytes(m.id_bytes()));
+                (t.topic.0.to_string(), Named { id, unknown_id: false })
+            };
+            named.extend(std::iter::repeat_n(n, t.partitions.len()));
+            t.partitions.iter().map(move |p| ReadItem {
+                topic: topic.clone(),
                 partition: p.partition,
                 offset: p.fetch_offset,
                 // No partition may return more than the whole response may
@@ -46,8 +75,14 @@ pub async fn handle(shard: &Rc<Shard>, request: FetchRequest) -> Vec<TopicOut> {
             })
         })
         .collect();
+    drop(table);
     loop {
-        let outcomes = read_round(shard, &items, max_bytes).await;
+        let mut outcomes = read_round(shard, &items, max_bytes).await;
+        for (o, n) in outcomes.iter_mut().zip(&named) {
+            if n.unknown_id {
+                o.error = codes::UNKNOWN_TOPIC_ID;
+            }
+        }
         let total: usize = outcomes.iter().map(ReadOutcome::bytes).sum();
         let errors = outcomes.iter().any(|o| o.error != codes::NONE);
         let now = Instant::now();
@@ -55,7 +90,7 @@ pub async fn handle(shard: &Rc<Shard>, request: FetchRequest) -> Vec<TopicOut> {
             for o in &outcomes {
                 crate::metrics::ShardMetrics::error(&shard.metrics.fetch_errors, o.error);
             }
-            return respond(&items, outcomes);
+            return respond(&items, &named, outcomes);
         }
         wait_for_any(shard, &items, deadline - now).await;
     }
@@ -151,9 +186,9 @@ async fn wait_for_any(shard: &Rc<Shard>, items: &[ReadItem], wait: Duration) {
     .await;
 }
 
-fn respond(items: &[ReadItem], outcomes: Vec<ReadOutcome>) -> Vec<TopicOut> {
+fn respond(items: &[ReadItem], named: &[Named], outcomes: Vec<ReadOutcome>) -> Vec<TopicOut> {
     let mut topics: Vec<TopicOut> = Vec::new();
-    for (item, o) in items.iter().zip(outcomes) {
+    for ((item, n), o) in items.iter().zip(named).zip(outcomes) {
         let p = PartitionOut {
             partition: item.partition,
             error: o.error,
@@ -163,9 +198,9 @@ fn respond(items: &[ReadItem], outcomes: Vec<ReadOutcome>) -> Vec<TopicOut> {
             log_start: o.log_start,
             records: o.chunks,
         };
-        match topics.last_mut().filter(|t| t.name == item.topic) {
+        match topics.last_mut().filter(|t| t.name == item.topic && t.id == n.id) {
             Some(t) => t.partitions.push(p),
-            None => topics.push(TopicOut { name: item.topic.clone(), partitions: vec![p] }),
+            None => topics.push(TopicOut { name: item.topic.clone(), id: n.id, partitions: vec![p] }),
         }
     }
     topics

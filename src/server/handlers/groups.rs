@@ -299,6 +299,10 @@ pub async fn describe(shard: &Rc<Shard>, req: DescribeGroupsRequest) -> Describe
 pub async fn list(shard: &Rc<Shard>, req: ListGroupsRequest) -> ListGroupsResponse {
     let states: Vec<String> = req.states_filter.iter().map(|s| s.to_string()).collect();
     let mut resp = ListGroupsResponse::default();
+    // v5's type filter (KIP-848): every group here is a classic group.
+    if !req.types_filter.is_empty() && !req.types_filter.iter().any(|t| t.eq_ignore_ascii_case("classic")) {
+        return resp;
+    }
     for target in 0..shard.count {
         match shard.call(target, ShardRequest::Group(GroupCall::List { states: states.clone() })).await {
             ShardResponse::Group(GroupAnswer::List(groups)) => {

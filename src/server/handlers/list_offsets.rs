@@ -1,6 +1,8 @@
-//! ListOffsets, versions 1–7: earliest (-2), latest (-1), or the first offset
-//! at or after a timestamp, found through the time index. The partition's
-//! leader epoch is answered from v4, the version that has the field.
+//! ListOffsets, versions 1–9: earliest (-2), latest (-1), the record with the
+//! largest timestamp (-3, v7+), earliest local (-4, v8+), latest tiered (-5,
+//! v9+), or the first offset at or after a timestamp, found through the time
+//! index. The partition's leader epoch is answered from v4, the version that
+//! has the field.
 
 use std::rc::Rc;
 

@@ -1,5 +1,6 @@
-//! Produce, versions 3–9 (v0–v2 are advertised but refused, see
-//! `handlers::SUPPORTED`). Each partition's batch goes to its owner shard;
+//! Produce, versions 3–11 (v0–v2 are advertised but refused, see
+//! `handlers::SUPPORTED`; v10–v11 add only KIP-951's leader hints, which a
+//! broker that leads every partition never sends). Each partition's batch goes to its owner shard;
 //! partitions on different shards are appended concurrently. acks=0 gets no
 //! response, acks=1 an answer once written, acks=-1 once fdatasync'd.
 
