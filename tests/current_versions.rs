@@ -1,4 +1,4 @@
-//! librdkafka left to pick its own versions talks to shardlog at Kafka 3.9's:
+//! Clients left to pick their own versions talk to shardlog at Kafka 3.9's:
 //! it fetches by topic id (Fetch v13+) and lists offsets at v7+, and what it
 //! reads back is what its delivery reports placed. `/metrics` counts requests
 //! by API and version, which shows the versions it chose.
@@ -127,4 +127,23 @@ fn librdkafka_fetches_by_topic_id_and_reads_what_it_produced() {
     assert!(list >= Some(7), "highest ListOffsets version seen: {list:?}");
     let produce = highest_version(&broker, "Produce");
     eprintln!("librdkafka chose Fetch v{fetch:?}, ListOffsets v{list:?}, Produce v{produce:?}");
+}
+
+/// kafka-python infers the broker's release from ApiVersions and stops short
+/// of features it thinks the broker lacks: it must read shardlog as Kafka 3.9.
+#[test]
+fn kafka_python_reads_the_broker_as_kafka_3_9() {
+    let dir = common::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), 1);
+    let script = "import sys\n\
+                  from kafka import KafkaConsumer\n\
+                  c = KafkaConsumer(bootstrap_servers=sys.argv[1])\n\
+                  c.topics()\n\
+                  print('.'.join(map(str, c.config['api_version'])))\n";
+    let out = std::process::Command::new("python3")
+        .args(["-c", script, &broker.bootstrap()])
+        .output()
+        .expect("python3 with kafka-python (tests/run-all.sh installs it)");
+    assert!(out.status.success(), "kafka-python failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "3.9", "the release kafka-python inferred");
 }

@@ -826,6 +826,13 @@ fn find_coordinator(fx: &Fixture, w: &mut Wire, v: i16) {
         let code = if v >= 4 { resp.coordinators[0].error_code } else { resp.error_code };
         assert_eq!(code, COORDINATOR_NOT_AVAILABLE);
     }
+    // A share group's coordinator (v6, KIP-932): there are no share groups.
+    if v >= 6 {
+        let mut share = req.clone();
+        share.key_type = 2;
+        let resp: FindCoordinatorResponse = w.call(ApiKey::FindCoordinator, v, &share);
+        assert_eq!(resp.coordinators[0].error_code, INVALID_REQUEST);
+    }
 }
 
 /// One member in a group of its own: joined (JoinGroup v7) and synced

@@ -1,4 +1,4 @@
-//! Hand-written Fetch response encoder (v4–v16) that leaves record bytes
+//! Hand-written Fetch response encoder (v4–v17) that leaves record bytes
 //! where they are: the output is a list of chunks in which the stored
 //! batches appear as the very chunks the log returned (cached buffers, or
 //! ranges of sealed segment files), to be written with vectored writes and
@@ -199,7 +199,7 @@ mod tests {
     #[test]
     fn matches_the_protocol_crate_for_every_served_version() {
         let topics = sample();
-        for version in 4..=16 {
+        for version in 4..=17 {
             let ours: Vec<u8> = concat(&encode(99, version, &topics));
             assert_eq!(ours, reference(99, version, &topics), "fetch response v{version}");
         }

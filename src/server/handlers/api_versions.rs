@@ -1,4 +1,4 @@
-//! ApiVersions, versions 0–3. An unsupported version gets a v0 response with
+//! ApiVersions, versions 0–4 (v4 changes nothing on the wire). An unsupported version gets a v0 response with
 //! UNSUPPORTED_VERSION and the full key list, so the client can retry with a
 //! version we speak. The response header is always v0.
 

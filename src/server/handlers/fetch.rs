@@ -1,13 +1,14 @@
-//! Fetch, versions 4–16, with long poll: the request is held until
+//! Fetch, versions 4–17, with long poll: the request is held until
 //! `min_bytes` are available or `max_wait_ms` passes, woken by appends on the
 //! owner shards (no polling loop). Every requested partition is echoed, even
 //! empty ones. Stored batches are returned as they are, never parsed, and
 //! reach the socket without a copy (see `server::fetch_encode`).
 //!
 //! From v13 topics are named by id, both ways; an id no topic has is
-//! answered UNKNOWN_TOPIC_ID for each of its partitions. Nothing in v14–v16
+//! answered UNKNOWN_TOPIC_ID for each of its partitions. Nothing in v14–v17
 //! changes what a broker without tiered storage or replicas answers: v15's
-//! replica state is a follower's, v16's node endpoints are for leader moves.
+//! replica state and v17's directory id are a follower's, v16's node
+//! endpoints are for leader moves.
 
 use std::{
     collections::BTreeMap,

@@ -57,9 +57,15 @@ pub fn find_coordinator(shard: &Shard, req: FindCoordinatorRequest, version: i16
     for key in keys {
         let mut c = CoordinatorOut::default();
         c.key = str_bytes(&key);
-        if req.key_type != 0 {
+        if req.key_type == 1 {
             c.error_code = COORDINATOR_NOT_AVAILABLE;
             c.error_message = Some(str_bytes("transactions are not supported yet"));
+            c.node_id = (-1).into();
+            c.port = -1;
+        } else if req.key_type != 0 {
+            // 2 is a share group's (KIP-932, v6); there are none here.
+            c.error_code = crate::shard::messages::codes::INVALID_REQUEST;
+            c.error_message = Some(str_bytes(&format!("coordinator key type {} is not supported", req.key_type)));
             c.node_id = (-1).into();
             c.port = -1;
         } else if key.is_empty() {

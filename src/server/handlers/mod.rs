@@ -26,13 +26,13 @@ use kafka_protocol::messages::ApiKey;
 /// UNSUPPORTED_VERSION, as Kafka 4.0 does.
 pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Produce, 0, 11),
-    (ApiKey::Fetch, 4, 16),
+    (ApiKey::Fetch, 4, 17),
     (ApiKey::ListOffsets, 1, 9),
     (ApiKey::Metadata, 0, 12),
-    (ApiKey::ApiVersions, 0, 3),
+    (ApiKey::ApiVersions, 0, 4),
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 6),
-    (ApiKey::FindCoordinator, 0, 5),
+    (ApiKey::FindCoordinator, 0, 6),
     (ApiKey::JoinGroup, 0, 9),
     (ApiKey::SyncGroup, 0, 5),
     (ApiKey::Heartbeat, 0, 4),
