@@ -1,5 +1,5 @@
 //! Clients left to pick their own versions talk to shardlog at Kafka 3.9's:
-//! it fetches by topic id (Fetch v13+) and lists offsets at v7+, and what it
+//! librdkafka fetches by topic id (Fetch v13+) and lists offsets at v7+, and what it
 //! reads back is what its delivery reports placed. `/metrics` counts requests
 //! by API and version, which shows the versions it chose.
 
