@@ -8,6 +8,9 @@
 //!   active segment and recovery read) at the same sizes and depths;
 //! - 4 KiB append + `fdatasync` latency (what an `acks=all` group commit
 //!   waits for);
+//! - the DMA write latency of 1 KiB appends made as a partition's log makes
+//!   them, paced at 5,000 a second (what an `acks=1` produce waits for: the
+//!   floor of its latency on this disk);
 //! - random 4 KiB reads (IOPS) at queue depth 1 and 32.
 //!
 //! Bounded by `--duration`, split evenly over the steps; progress per step.
@@ -78,6 +81,21 @@ pub struct IoProperties {
     pub fdatasync_p999_us: u64,
     pub fdatasync_max_us: u64,
     pub fdatasync_count: u64,
+    /// DMA write latency of paced 1 KiB appends (absent in profiles written
+    /// before it was measured).
+    #[serde(default)]
+    pub append_write_p50_us: u64,
+    #[serde(default)]
+    pub append_write_p99_us: u64,
+    #[serde(default)]
+    pub append_write_p999_us: u64,
+    #[serde(default)]
+    pub append_write_max_us: u64,
+    #[serde(default)]
+    pub append_write_count: u64,
+    /// Appends a second in that measurement.
+    #[serde(default)]
+    pub append_write_rate: u64,
     pub write: Vec<Step>,
     pub read: Vec<Step>,
 }
@@ -127,14 +145,23 @@ pub fn run(a: &IotuneArgs) -> Result<(), String> {
         props.fdatasync_max_us,
         props.fdatasync_count
     );
+    println!(
+        "DMA write of a 1 KiB append at {}/s: p50 {} µs, p99 {} µs, p99.9 {} µs, max {} µs ({} writes)",
+        props.append_write_rate,
+        props.append_write_p50_us,
+        props.append_write_p99_us,
+        props.append_write_p999_us,
+        props.append_write_max_us,
+        props.append_write_count
+    );
     println!("profile: {}", a.output.display());
     Ok(())
 }
 
 fn measure(a: &IotuneArgs, path: &Path) -> Result<IoProperties, String> {
     let started = Instant::now();
-    // steps: writes, reads, fsync, two random-read depths
-    let n_steps = (BLOCKS.len() * DEPTHS.len() * 2 + 3) as u32;
+    // steps: writes, reads, fsync, paced appends, two random-read depths
+    let n_steps = (BLOCKS.len() * DEPTHS.len() * 2 + 4) as u32;
     let step = (a.duration / n_steps).max(Duration::from_millis(200));
     let total_steps = n_steps as usize;
     let mut done = 0usize;
@@ -167,6 +194,16 @@ fn measure(a: &IotuneArgs, path: &Path) -> Result<IoProperties, String> {
         "4 KiB append + fdatasync",
         format!("p50 {} µs, p99 {} µs", sync.value_at_quantile(0.5), sync.value_at_quantile(0.99)),
     );
+    let append = append_latency(path, a.core, step, APPEND_RATE)?;
+    progress(
+        &format!("1 KiB appends at {APPEND_RATE}/s"),
+        format!(
+            "write p50 {} µs, p99 {} µs, p99.9 {} µs",
+            append.value_at_quantile(0.5),
+            append.value_at_quantile(0.99),
+            append.value_at_quantile(0.999)
+        ),
+    );
     let r1 = direct_read(path, 4096, 1, file_bytes, step, true)?;
     progress("random 4 KiB reads, qd 1", format!("{:.0} IOPS", r1.iops));
     let r32 = direct_read(path, 4096, 32, file_bytes, step, true)?;
@@ -197,6 +234,12 @@ fn measure(a: &IotuneArgs, path: &Path) -> Result<IoProperties, String> {
         fdatasync_p999_us: sync.value_at_quantile(0.999),
         fdatasync_max_us: sync.max(),
         fdatasync_count: sync.len(),
+        append_write_p50_us: append.value_at_quantile(0.5),
+        append_write_p99_us: append.value_at_quantile(0.99),
+        append_write_p999_us: append.value_at_quantile(0.999),
+        append_write_max_us: append.max(),
+        append_write_count: append.len(),
+        append_write_rate: APPEND_RATE,
         write,
         read,
     })
@@ -311,6 +354,63 @@ fn direct_read(path: &Path, bs: u64, qd: u64, file_bytes: u64, length: Duration,
     }
     let secs = start.elapsed().as_secs_f64();
     Ok(Step { block_bytes: bs, queue_depth: qd, mb_per_s: (ios * bs) as f64 / secs / 1e6, iops: ios as f64 / secs })
+}
+
+/// Appends a second in the paced append measurement: the rate of the
+/// smallest latency target (`perf/latency-targets.sh`).
+const APPEND_RATE: u64 = 5_000;
+/// A 1 KiB record in a batch of its own, as the benchmark sends it.
+const APPEND_BYTES: u64 = 1024 + 70;
+const APPEND_PREALLOCATE: u64 = 32 << 20;
+
+/// 1 KiB appends made the way a partition's log makes them: each DMA write
+/// covers the partly filled last block plus the new bytes, into a file
+/// preallocated ahead without changing its size, one write in flight, paced
+/// at `rate` a second from a fixed schedule. Each write's latency in µs.
+fn append_latency(path: &Path, core: usize, length: Duration, rate: u64) -> Result<Histogram<u64>, String> {
+    let p = path.with_extension("append");
+    let p2 = p.clone();
+    let result = glommio::LocalExecutorBuilder::new(glommio::Placement::Fixed(core))
+        .name("iotune-append")
+        .spawn(move || async move {
+            use glommio::io::OpenOptions;
+            let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).dma_open(&p2).await?;
+            let align = file.alignment();
+            let mut allocated = APPEND_PREALLOCATE;
+            file.pre_allocate(allocated, true).await?;
+            let mut h = crate::bench::measure::histogram();
+            let interval = Duration::from_secs_f64(1.0 / rate.max(1) as f64);
+            let start = Instant::now();
+            let mut due = start;
+            let mut size = 0u64;
+            while start.elapsed() < length {
+                let now = Instant::now();
+                if due > now {
+                    glommio::timer::sleep(due - now).await;
+                }
+                due += interval;
+                let pos = size / align * align;
+                let end = size + APPEND_BYTES;
+                let len = (end - pos).div_ceil(align) * align;
+                if pos + len > allocated {
+                    allocated += APPEND_PREALLOCATE;
+                    file.pre_allocate(allocated, true).await?;
+                }
+                let mut buf = file.alloc_dma_buffer(len as usize);
+                buf.as_bytes_mut().fill(size as u8);
+                let t = Instant::now();
+                file.write_at(buf, pos).await?;
+                crate::bench::measure::record(&mut h, t.elapsed().as_micros() as u64, 1);
+                size = end;
+            }
+            file.close().await?;
+            Ok::<Histogram<u64>, glommio::GlommioError<()>>(h)
+        })
+        .map_err(|e| format!("iotune executor on core {core}: {e}"))?
+        .join()
+        .map_err(|e| format!("iotune: {e}"))?;
+    let _ = std::fs::remove_file(&p);
+    result.map_err(|e| format!("paced appends to {}: {e}", p.display()))
 }
 
 /// 4 KiB appends, each followed by `fdatasync`; the sync's latency in µs.
