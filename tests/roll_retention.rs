@@ -138,3 +138,54 @@ fn retention_by_age_uses_the_newest_timestamp_of_each_segment() {
         assert!(log.log_start() > 0);
     });
 }
+
+/// A crash after a roll but before its background work trimmed the sealed
+/// segment leaves that segment with zeros after its last batch (the padding
+/// of its last aligned write, or blocks zeroed ahead of the write head), and
+/// no index files or checkpoint for the roll. Recovery trims the zeros and
+/// keeps every later segment: they hold acknowledged data.
+#[test]
+fn a_crash_before_a_sealed_segment_is_trimmed_keeps_the_later_segments() {
+    run(|| async {
+        let dir = common::tempdir().unwrap();
+        let config = LogConfig { segment_bytes: 16 << 10, index_interval_bytes: 1024, ..LogConfig::default() };
+        let (log, _) = open(dir.path(), config.clone()).await;
+        let mut rng = Rng::new(23);
+        for _ in 0..120 {
+            log.append(random_batch(&mut rng, 2, 400), Durability::Synced).await.unwrap();
+        }
+        let before = common::read_all(&log, 0).await;
+        let end = log.log_end();
+        let segments = log.segments();
+        assert!(segments.len() >= 3, "rolled into {} segments", segments.len());
+        log.close().await.unwrap();
+
+        // Put every sealed segment back as the roll left it: zeros after
+        // its data, no index files, no checkpoint past the first segment.
+        for (base, _) in &segments[..segments.len() - 1] {
+            let path = dir.path().join(format!("{base:020}.log"));
+            let mut bytes = std::fs::read(&path).unwrap();
+            bytes.resize(bytes.len() + 3000 + (1 << 20), 0);
+            std::fs::write(&path, bytes).unwrap();
+            for suffix in ["index", "timeindex"] {
+                let _ = std::fs::remove_file(dir.path().join(format!("{base:020}.{suffix}")));
+            }
+        }
+        for entry in std::fs::read_dir(dir.path()).unwrap() {
+            let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+            if name == "recovery-point" {
+                std::fs::remove_file(dir.path().join(name)).unwrap();
+            }
+        }
+
+        let (log, report) = open(dir.path(), config).await;
+        assert_eq!(log.segments().len(), segments.len(), "every segment kept: {report:?}");
+        assert_eq!(log.log_end(), end, "log end after recovery");
+        assert_eq!(common::read_all(&log, 0).await, before, "the same batches, front to back");
+        for (base, size) in &log.segments()[..segments.len() - 1] {
+            let on_disk = std::fs::metadata(dir.path().join(format!("{base:020}.log"))).unwrap().len();
+            assert_eq!(on_disk, *size, "sealed segment {base} trimmed to its data");
+        }
+        log.close().await.unwrap();
+    });
+}

@@ -145,12 +145,20 @@ pub async fn recover(
         report.bytes_verified += outcome.valid_bytes.saturating_sub(trusted);
         next_offset = seg.next_offset;
         let cut_here = outcome.valid_bytes < file_len;
+        let mut zeros_only = false;
         if cut_here {
-            let cut = cut_tail(&seg, file_len, outcome.valid_bytes, outcome.stop, name).await?;
+            let (cut, zeros) = cut_tail(&seg, file_len, outcome.valid_bytes, outcome.stop, name).await?;
             report.cuts.push(cut);
+            zeros_only = zeros;
         }
+        // Zeros after the last batch of a segment that the next one
+        // continues are not a torn write: a roll synced the segment before
+        // starting the next, and a crash came before the background work
+        // trimmed its padding (or the blocks zeroed ahead of its writes).
+        // The later segments hold acknowledged data and stay.
+        let continued = zeros_only && bases.get(i + 1) == Some(&seg.next_offset);
         segments.push(seg);
-        if cut_here {
+        if cut_here && !continued {
             for &later in &bases[i + 1..] {
                 report.cuts.push(remove_segment_files(dir, later, name)?);
             }
@@ -212,7 +220,7 @@ async fn cut_tail(
     valid: u64,
     stop: Option<BatchError>,
     name: &PartitionName,
-) -> Result<Cut, StorageError> {
+) -> Result<(Cut, bool), StorageError> {
     let path = seg.path().to_path_buf();
     let zero_fill = tail_is_zero(&seg.file, valid, file_len).await.unwrap_or(false);
     seg.file.truncate(valid).await.map_err(|e| StorageError::from_io(name, &path, "truncate", e))?;
@@ -238,15 +246,22 @@ async fn cut_tail(
             cut.reason
         );
     }
-    Ok(cut)
+    Ok((cut, zero_fill))
 }
 
 /// Whether the bytes past the last valid batch are only the zeros a padded
-/// direct-I/O write leaves (not worth a warning), as opposed to torn data.
-async fn tail_is_zero(file: &SegmentFile, from: u64, to: u64) -> io::Result<bool> {
-    let len = (to - from).min(crate::limits::READ_WINDOW_BYTES as u64) as usize;
-    let bytes = file.read_at(from, len).await?;
-    Ok(to - from <= len as u64 && bytes.iter().all(|&b| b == 0))
+/// direct-I/O write leaves, or blocks zeroed ahead of the writes (not worth
+/// a warning), as opposed to torn data.
+async fn tail_is_zero(file: &SegmentFile, mut from: u64, to: u64) -> io::Result<bool> {
+    while from < to {
+        let len = (to - from).min(crate::limits::READ_WINDOW_BYTES as u64) as usize;
+        let bytes = file.read_at(from, len).await?;
+        if bytes.is_empty() || bytes.iter().any(|&b| b != 0) {
+            return Ok(false);
+        }
+        from += bytes.len() as u64;
+    }
+    Ok(true)
 }
 
 fn remove_segment_files(dir: &Path, base: i64, name: &PartitionName) -> Result<Cut, StorageError> {
