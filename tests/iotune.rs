@@ -24,7 +24,7 @@ fn iotune_writes_a_profile_that_serve_reads() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "iotune failed: {stderr}");
-    assert!(stderr.contains("[ 1/21]") && stderr.contains("[21/21]"), "progress per step: {stderr}");
+    assert!(stderr.contains("[ 1/22]") && stderr.contains("[22/22]"), "progress per step: {stderr}");
     let text = std::fs::read_to_string(&profile).unwrap();
     let v: toml::Value = toml::from_str(&text).unwrap();
     let f = |k: &str| {
@@ -36,6 +36,8 @@ fn iotune_writes_a_profile_that_serve_reads() {
     }
     let (p50, p99, max) = (f("fdatasync_p50_us"), f("fdatasync_p99_us"), f("fdatasync_max_us"));
     assert!(f("fdatasync_count") > 0.0 && p50 <= p99 && p99 <= max, "fdatasync {p50} {p99} {max}");
+    let (a50, a99, amax) = (f("append_write_p50_us"), f("append_write_p99_us"), f("append_write_max_us"));
+    assert!(f("append_write_count") > 0.0 && a50 <= a99 && a99 <= amax, "append writes {a50} {a99} {amax}");
     let writes = v["write"].as_array().unwrap();
     let reads = v["read"].as_array().unwrap();
     assert_eq!((writes.len(), reads.len()), (9, 9), "3 block sizes × 3 queue depths each");
