@@ -7,7 +7,9 @@
 #   - the maximum produce throughput (acks=1, unthrottled), then the same
 #     three workloads at half of it;
 #   - the disk's fdatasync p99 (shardlog iotune), the allowance acks=all gets;
-#   - the broker's stage breakdown of its slowest Produce requests at 50k.
+#   - the broker's stage breakdown of its slowest Produce requests at 50k;
+#   - with ZERO_AHEAD_AB=1, the 5k and 50k workloads again against the broker
+#     with zero-ahead off (--zero-ahead-bytes 0): what it buys, same run.
 # perf/latency_targets.py prints medians of REPS, ratios to the floor and
 # each target met or not.
 #
@@ -31,6 +33,7 @@ BIN=target/release/shardlog
 COMMIT="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src || echo -dirty)"
 OUT="${OUT:-perf/results/$(date -u +%Y%m%dT%H%M%SZ)-$COMMIT-latency}"
 mkdir -p "$OUT/broker" "$OUT/floor" "$DATA"
+[ "${ZERO_AHEAD_AB:-0}" = 1 ] && mkdir -p "$OUT/broker-zero-ahead-off"
 echo "results in $OUT"
 
 "$BIN" iotune --dir "$DATA/iotune" --core "$BROKER_CORE" --duration "${IOTUNE_DURATION:-10s}" \
@@ -55,7 +58,7 @@ start_broker() {
     rm -rf "$DATA/broker"
     printf 'log_maintenance_interval_ms = 1000\n' >"$OUT/broker.toml"
     "$BIN" serve --config "$OUT/broker.toml" --data-dir "$DATA/broker" --cores 1 --cpuset "$BROKER_CORE" \
-        --metrics-listen "127.0.0.1:$METRICS_PORT" --listen "127.0.0.1:$PORT" >"$OUT/broker.log" 2>&1 &
+        --metrics-listen "127.0.0.1:$METRICS_PORT" --listen "127.0.0.1:$PORT" "$@" >"$OUT/broker.log" 2>&1 &
     PID=$!
     wait_listening "$OUT/broker.log"
 }
@@ -98,6 +101,17 @@ done
 stop
 BEFORE="$OUT/metrics-before-50k.txt" python3 perf/stage_breakdown.py "$OUT/metrics-after-50k.txt" Produce 0.99 \
     >"$OUT/stages-50k.md" || echo "no stage breakdown" >&2
+
+if [ "${ZERO_AHEAD_AB:-0}" = 1 ]; then
+    echo "== shardlog, zero-ahead off"
+    start_broker --zero-ahead-bytes 0
+    for rate in 5000 50000; do
+        run "$PORT" "$OUT/broker-zero-ahead-off" "produce-acks1-$rate" produce "$rate" 1
+        run "$PORT" "$OUT/broker-zero-ahead-off" "produce-acksall-$rate" produce "$rate" all
+        run "$PORT" "$OUT/broker-zero-ahead-off" "e2e-acks1-$rate" e2e "$rate" 1
+    done
+    stop
+fi
 
 echo "== floor: the null broker"
 start_null

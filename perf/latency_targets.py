@@ -88,6 +88,18 @@ def main():
             fl = runs(os.path.join(d, "floor"), name)
             print(f"| {name} | {len(fl)} | " + " | ".join(fmt(median(fl, key, q)) for q in PERCENTILES)
                   + f" | {fmt(median(fl, 'generator_admission_lag_ms', 'p99_ms'))} |")
+    off = os.path.join(d, "broker-zero-ahead-off")
+    if os.path.isdir(off):
+        print("\nZero-ahead on (the default) against off (`--zero-ahead-bytes 0`), same run:\n")
+        print("| workload | p99 on | p99 off | p99 on ÷ off | p99.9 on | p99.9 off |")
+        print("|---|---:|---:|---:|---:|---:|")
+        for rate in ("5000", "50000"):
+            for name, key in ((f"produce-acks1-{rate}", "latency_ms"), (f"produce-acksall-{rate}", "latency_ms"),
+                              (f"e2e-acks1-{rate}", "e2e_latency_ms")):
+                on, of = runs(os.path.join(d, "broker"), name), runs(off, name)
+                p_on, p_off = median(on, key, "p99_ms"), median(of, key, "p99_ms")
+                print(f"| {name} | {fmt(p_on)} | {fmt(p_off)} | {ratio(p_on, p_off)} | "
+                      f"{fmt(median(on, key, 'p99.9_ms'))} | {fmt(median(of, key, 'p99.9_ms'))} |")
     stages = os.path.join(d, "stages-50k.md")
     if os.path.exists(stages):
         print("\nWhere the slowest Produce requests' time went inside the broker (acks=1, 50k msg/s):\n")

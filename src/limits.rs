@@ -44,6 +44,11 @@ pub const INDEX_INTERVAL_BYTES_DEFAULT: u32 = 4096;
 /// Segment files grow by fallocate in steps this big, so appends rarely pay
 /// for block allocation and the file stays contiguous on disk.
 pub const PREALLOCATE_STEP_BYTES_DEFAULT: u64 = 32 << 20;
+/// Zero-ahead window of an active segment (`storage::zero_ahead`): a few
+/// hundred 1 KiB appends, or a few milliseconds of a busy partition.
+pub const ZERO_AHEAD_BYTES_DEFAULT: u64 = 1 << 20;
+/// Largest zero-ahead window: one zero write holds a buffer this big.
+pub const ZERO_AHEAD_BYTES_MAX: u64 = 16 << 20;
 
 /// Bytes of recent batches a partition keeps in memory for tail reads. A
 /// consumer within this distance of the end never touches the disk.

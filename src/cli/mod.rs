@@ -168,6 +168,11 @@ pub struct ServeArgs {
     /// Disk profile from `shardlog iotune` (io-properties.toml).
     #[arg(long)]
     pub io_properties: Option<PathBuf>,
+    /// Bytes of each active segment zeroed ahead of its appends (default
+    /// 1 MiB; 0 turns it off): appends then overwrite written blocks
+    /// instead of extending the file.
+    #[arg(long)]
+    pub zero_ahead_bytes: Option<u64>,
 }
 
 impl ServeArgs {
@@ -199,6 +204,9 @@ impl ServeArgs {
         }
         if let Some(v) = self.io_properties {
             c.io_properties = Some(v);
+        }
+        if let Some(v) = self.zero_ahead_bytes {
+            c.zero_ahead_bytes = v;
         }
         Ok(c)
     }

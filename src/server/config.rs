@@ -51,6 +51,10 @@ pub struct ServeConfig {
     /// A disk profile written by `shardlog iotune`: bounds concurrent
     /// partition reads per shard to what the disk can take.
     pub io_properties: Option<PathBuf>,
+    /// Bytes written with zeros ahead of each active segment's appends, in
+    /// the background, so an append overwrites blocks instead of extending
+    /// the file (a journal commit on its path); 0 turns it off.
+    pub zero_ahead_bytes: u64,
 }
 
 impl Default for ServeConfig {
@@ -77,6 +81,7 @@ impl Default for ServeConfig {
             log_maintenance_interval_ms: 15_000,
             metrics_listen: "127.0.0.1:9644".into(),
             io_properties: None,
+            zero_ahead_bytes: crate::limits::ZERO_AHEAD_BYTES_DEFAULT,
         }
     }
 }

@@ -109,6 +109,7 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
         max_inflight_bytes_per_connection: config.max_inflight_request_bytes_per_connection.max(1),
         max_inflight_bytes_per_shard: config.max_inflight_request_bytes_per_shard.max(1),
         disk_reads_per_shard,
+        zero_ahead_bytes: config.zero_ahead_bytes,
     });
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {

@@ -56,6 +56,8 @@ pub struct BrokerSettings {
     /// Partition reads one shard runs at once (from `io-properties.toml`
     /// when given): cold reads beyond it queue instead of flooding the disk.
     pub disk_reads_per_shard: usize,
+    /// Zero-ahead window of every active segment (`storage::zero_ahead`).
+    pub zero_ahead_bytes: u64,
 }
 
 pub struct Shard {

@@ -551,13 +551,14 @@ impl Shard {
     async fn open_partition(&self, topic: &str, partition: i32, meta: &TopicMeta) {
         let name = format!("{topic}-{partition}");
         let dir = self.settings.data_dir.join(&name);
-        let config = match topics::log_config(&meta.configs) {
+        let mut config = match topics::log_config(&meta.configs) {
             Ok(c) => c,
             Err(e) => {
                 log::error!("shard {}: partition {name}: bad config ({e}); using defaults", self.id);
                 crate::storage::LogConfig::default()
             }
         };
+        config.zero_ahead_bytes = self.settings.zero_ahead_bytes;
         match PartitionLog::open(&dir, PartitionName(name.clone()), config, Clock::System, Faults::default()).await {
             Ok((log, report)) => {
                 if !report.cuts.is_empty() {

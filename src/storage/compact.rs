@@ -37,6 +37,7 @@ use crate::{
         index::SegmentIndex,
         log::PartitionLog,
         segment::{self, Segment},
+        zero_ahead::ZeroAhead,
     },
 };
 
@@ -216,12 +217,12 @@ impl PartitionLog {
         let mut seg = Segment {
             base_offset: first.base,
             file: first.file.clone(),
+            ahead: ZeroAhead::sealed(first.file.clone(), 0),
             size: 0,
             next_offset: first.base,
             max_timestamp: -1,
             created_ms: 0,
             index: SegmentIndex::new(self.config().index_interval_bytes),
-            allocated: bytes.len() as u64,
         };
         if !bytes.is_empty() {
             let _ = std::fs::remove_file(&tmp);
@@ -267,7 +268,7 @@ impl PartitionLog {
         st.cache.trim_before(end);
         if let Some(file) = reopened {
             seg.file = Rc::new(file);
-            seg.allocated = seg.size;
+            seg.ahead = ZeroAhead::sealed(seg.file.clone(), seg.size);
             // The merged segment covers every offset the group covered, even
             // when its last batches were cleaned away.
             seg.next_offset = end;

@@ -19,6 +19,10 @@ pub struct LogConfig {
     pub index_interval_bytes: u32,
     /// fallocate step for segment files.
     pub preallocate_step_bytes: u64,
+    /// Bytes of the active segment written with zeros ahead of its appends,
+    /// in the background, so appends overwrite blocks instead of extending
+    /// the file (see `storage::zero_ahead`); 0 turns it off.
+    pub zero_ahead_bytes: u64,
     /// Largest batch one append accepts (`max.message.bytes`).
     pub max_batch_bytes: usize,
     /// Memory for recent batches served to tail readers.
@@ -45,6 +49,7 @@ impl Default for LogConfig {
             retention_ms: Some(7 * 24 * 3600 * 1000),
             index_interval_bytes: limits::INDEX_INTERVAL_BYTES_DEFAULT,
             preallocate_step_bytes: limits::PREALLOCATE_STEP_BYTES_DEFAULT,
+            zero_ahead_bytes: limits::ZERO_AHEAD_BYTES_DEFAULT,
             max_batch_bytes: limits::BATCH_BYTES_DEFAULT,
             cache_bytes: limits::BATCH_CACHE_BYTES_DEFAULT,
             compacted: false,
@@ -62,6 +67,8 @@ impl LogConfig {
         self.max_batch_bytes = self.max_batch_bytes.clamp(64, limits::BATCH_BYTES_MAX);
         self.index_interval_bytes = self.index_interval_bytes.max(1);
         self.preallocate_step_bytes = self.preallocate_step_bytes.max(limits::DMA_ALIGNMENT);
+        self.zero_ahead_bytes =
+            self.zero_ahead_bytes.min(limits::ZERO_AHEAD_BYTES_MAX).div_ceil(limits::DMA_ALIGNMENT) * limits::DMA_ALIGNMENT;
         self.leader_epoch = self.leader_epoch.max(0);
         self
     }

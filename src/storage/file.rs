@@ -127,6 +127,17 @@ impl SegmentFile {
         Ok(())
     }
 
+    /// Writes padding (zeros written ahead of the appends): like `write_at`,
+    /// but an armed fault is left for the append it was meant for.
+    pub async fn write_padding_at(&self, buf: DmaBuffer, pos: u64) -> io::Result<()> {
+        let len = buf.len();
+        let written = self.dma.write_at(buf, pos).await?;
+        if written != len {
+            return Err(io::Error::from_raw_os_error(libc::ENOSPC));
+        }
+        Ok(())
+    }
+
     /// Reads up to `len` bytes at `pos` (any alignment: the request is widened
     /// to aligned bounds and the result sliced, without a copy). Shorter only
     /// at the end of the file.

@@ -42,6 +42,7 @@ use crate::{
         producers::{self, ProducerStates, Sequenced},
         recovery::{self, Checkpoint, RecoveryReport},
         segment::{self, Segment},
+        zero_ahead::ZeroAhead,
     },
 };
 
@@ -471,7 +472,7 @@ impl PartitionLog {
     /// then commits the new state. Nothing is visible to readers before the
     /// write completed, and a failed write leaves the state as it was.
     async fn write_run(&self, run: &mut [Pending]) -> Result<Vec<AppendInfo>, StorageError> {
-        let (file, buf, write_pos, needed, allocated) = {
+        let (file, ahead, buf, write_pos, needed) = {
             let st = self.state.borrow();
             let mut next = st.next_offset;
             for p in run.iter_mut() {
@@ -495,17 +496,20 @@ impl PartitionLog {
             }
             bytes[used..].fill(0);
             let needed = write_pos + bytes.len() as u64;
-            (seg.file.clone(), buf, write_pos, needed, seg.allocated)
+            (seg.file.clone(), seg.ahead.clone(), buf, write_pos, needed)
         };
-        if needed > allocated {
-            let target = align_to(needed, self.config.preallocate_step_bytes);
-            file.preallocate(target)
+        let step = self.config.preallocate_step_bytes;
+        if ahead.covers(needed) {
+            // Blocks written before: a plain overwrite, no metadata to change.
+            file.write_at(buf, write_pos)
                 .await
-                .map_err(|e| StorageError::from_io(&self.name, file.path(), "preallocate", e))?;
-            self.state.borrow_mut().active_mut().allocated = target;
+                .map_err(|e| StorageError::from_io(&self.name, file.path(), "write", e))?;
+        } else {
+            ahead.write_beyond(buf, write_pos, step, &self.name).await?;
         }
-        file.write_at(buf, write_pos).await.map_err(|e| StorageError::from_io(&self.name, file.path(), "write", e))?;
         let infos = run.iter_mut().map(|p| self.commit_batch(p)).collect();
+        let head = align_up(self.state.borrow().active().size);
+        ahead.top_up(head, self.config.zero_ahead_bytes, self.config.segment_bytes, step, &self.name);
         Ok(infos)
     }
 
@@ -633,7 +637,6 @@ impl PartitionLog {
                 .await?;
         let checkpoint = {
             let mut st = self.state.borrow_mut();
-            st.active_mut().allocated = sealed.size;
             st.segments.insert(base, seg);
             st.tail.clear();
             self.checkpoint_work(&st)
@@ -669,9 +672,7 @@ impl PartitionLog {
     /// files, now (at close).
     async fn seal_active(&self) -> Result<(), StorageError> {
         self.sync_through(self.log_end()).await?;
-        let work = self.seal_work();
-        self.state.borrow_mut().active_mut().allocated = work.size;
-        work.run().await
+        self.seal_work().run().await
     }
 
     fn seal_work(&self) -> SealWork {
@@ -680,6 +681,7 @@ impl PartitionLog {
         SealWork {
             name: self.name.clone(),
             file: seg.file.clone(),
+            ahead: seg.ahead.clone(),
             size: seg.size,
             offsets: seg.index.encode_offsets(),
             times: seg.index.encode_times(),
@@ -1002,6 +1004,7 @@ fn read_log_start(dir: &Path) -> Option<i64> {
 struct SealWork {
     name: PartitionName,
     file: Rc<file::SegmentFile>,
+    ahead: Rc<ZeroAhead>,
     size: u64,
     offsets: Vec<u8>,
     times: Vec<u8>,
@@ -1010,6 +1013,8 @@ struct SealWork {
 impl SealWork {
     async fn run(self) -> Result<(), StorageError> {
         let file = self.file;
+        // A zero write still running would land after the trim.
+        self.ahead.retire().await;
         file.truncate(self.size).await.map_err(|e| StorageError::from_io(&self.name, file.path(), "truncate", e))?;
         let log_path = file.path().to_path_buf();
         let (name, offsets, times) = (self.name, self.offsets, self.times);
@@ -1245,8 +1250,4 @@ fn align_down(v: u64) -> u64 {
 
 fn align_up(v: u64) -> u64 {
     align_down(v + DMA_ALIGNMENT - 1)
-}
-
-fn align_to(v: u64, step: u64) -> u64 {
-    v.div_ceil(step) * step
 }

@@ -23,6 +23,7 @@ use crate::{
         file::{self, Faults, SegmentFile},
         index::SegmentIndex,
         segment::{self, scan, ScanRules, Segment},
+        zero_ahead::ZeroAhead,
     },
 };
 
@@ -127,15 +128,16 @@ pub async fn recover(
         let file = SegmentFile::open(&path, faults.clone()).await.map_err(|e| io_err(&path, "open", e))?;
         let file_len = file.size().await.map_err(|e| io_err(&path, "stat", e))?;
         let trusted = trusted_bytes(checkpoint, base, file_len);
+        let file = Rc::new(file);
         let mut seg = Segment {
             base_offset: base,
-            file: Rc::new(file),
+            ahead: ZeroAhead::new(file.clone(), file_len),
+            file,
             size: 0,
             next_offset: next_offset.max(base),
             max_timestamp: -1,
             created_ms: now_ms,
             index: SegmentIndex::new(config.index_interval_bytes),
-            allocated: file_len,
         };
         let rules =
             ScanRules { verify_from: trusted, allow_gaps: config.compacted, leader_epoch_max: config.leader_epoch };
@@ -298,15 +300,16 @@ pub async fn create_segment(
         .spawn_blocking(move || file::sync_dir(&dir_owned))
         .await
         .map_err(|e| StorageError::from_io(name, dir, "sync directory", e))?;
+    let file = Rc::new(file);
     Ok(Segment {
         base_offset: base,
-        file: Rc::new(file),
+        ahead: ZeroAhead::new(file.clone(), 0),
+        file,
         size: 0,
         next_offset: base,
         max_timestamp: -1,
         created_ms: now_ms,
         index: SegmentIndex::new(config.index_interval_bytes),
-        allocated: 0,
     })
 }
 

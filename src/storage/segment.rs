@@ -10,7 +10,7 @@ use std::{
 use crate::{
     limits,
     protocol::record_batch::{check_batch, BatchError, BatchHeader, HEADER_BYTES},
-    storage::{file::SegmentFile, index::SegmentIndex},
+    storage::{file::SegmentFile, index::SegmentIndex, zero_ahead::ZeroAhead},
 };
 
 pub const LOG_SUFFIX: &str = "log";
@@ -43,8 +43,9 @@ pub struct Segment {
     /// retention of batches without timestamps.
     pub created_ms: i64,
     pub index: SegmentIndex,
-    /// Bytes reserved with fallocate so far.
-    pub allocated: u64,
+    /// Blocks reserved and written ahead of the appends (see
+    /// `storage::zero_ahead`); retired once the segment is sealed.
+    pub ahead: Rc<ZeroAhead>,
 }
 
 impl Segment {
