@@ -47,9 +47,12 @@ fn appends_land_in_zeroed_blocks_and_a_crash_image_recovers_every_synced_batch()
         assert!(bytes[size.next_multiple_of(4096) as usize..].iter().all(|&b| b == 0), "zeros past the data");
 
         // More appends, now into blocks written before; then a crash image.
+        let extending = log.stats().extending_writes.get();
+        assert!(extending >= 1, "the first append extended the file");
         for _ in 0..200 {
             log.append(random_batch(&mut rng, 3, 300), Durability::Synced).await.unwrap();
         }
+        assert_eq!(log.stats().extending_writes.get(), extending, "appends inside the zeroed window overwrite");
         let stored = common::read_all(&log, 0).await;
         let batches = common::batches_in(&stored);
         assert_eq!(batches.len(), 220, "every append reads back");
@@ -112,6 +115,13 @@ fn a_roll_trims_the_zeros_of_the_sealed_segment_and_zero_turns_it_off() {
         glommio::timer::sleep(Duration::from_millis(100)).await;
         let (base, size) = *log.segments().last().unwrap();
         assert_eq!(file_len(off.path(), base), size.next_multiple_of(4096), "no zeros ahead");
+        // Each append that reaches a new block extends the file (one that
+        // stays in the last partial block rewrites it in place).
+        let extending = log.stats().extending_writes.get();
+        assert!(
+            (size.div_ceil(4096) / 2..=size.div_ceil(4096)).contains(&extending),
+            "{extending} extending writes for {size} bytes"
+        );
         log.close().await.unwrap();
     });
 }

@@ -242,12 +242,17 @@ impl Collector for Scrape {
             l(&[shard(s), ("topic", p.topic.clone()), ("partition", p.partition.to_string())])
         };
         type Get = fn(&super::snapshot::PartitionSnapshot) -> u64;
-        let counters: [(&str, &str, Get); 5] = [
+        let counters: [(&str, &str, Get); 6] = [
             ("shardlog_partition_records_in", "Records appended.", |p| p.records_in),
             ("shardlog_partition_bytes_in", "Bytes appended (record batches as stored).", |p| p.bytes_in),
             ("shardlog_partition_records_out", "Offsets served to fetches.", |p| p.records_out),
             ("shardlog_partition_bytes_out", "Bytes of record batches served to fetches.", |p| p.bytes_out),
             ("shardlog_partition_fsyncs", "fdatasync calls on the partition's active segment.", |p| p.fsyncs),
+            (
+                "shardlog_partition_extending_writes",
+                "Appends written past the blocks zeroed ahead (zero-ahead off or behind): each extends the file on its path.",
+                |p| p.extending_writes,
+            ),
         ];
         for (name, help, get) in counters {
             family(&mut e, name, help, MetricType::Counter, parts.iter().map(|(s, p)| (pl(s, p), counter(get(p)))))?;

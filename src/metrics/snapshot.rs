@@ -17,6 +17,8 @@ pub struct PartitionSnapshot {
     pub segment_bytes: u64,
     pub cache_bytes: u64,
     pub fsyncs: u64,
+    /// Writes past the zeroed blocks (`storage::zero_ahead`).
+    pub extending_writes: u64,
     pub fsync_seconds: BucketSnapshot,
     pub appends_per_fsync: BucketSnapshot,
 }

@@ -187,6 +187,7 @@ impl Shard {
                     segment_bytes: p.log.size_bytes(),
                     cache_bytes: p.log.cache_bytes() as u64,
                     fsyncs: st.syncs.get(),
+                    extending_writes: st.extending_writes.get(),
                     fsync_seconds: st.sync_seconds.snapshot(),
                     appends_per_fsync: st.appends_per_sync.snapshot(),
                 }

@@ -85,6 +85,8 @@ pub struct LogStats {
     pub records_appended: Cell<u64>,
     pub bytes_appended: Cell<u64>,
     pub syncs: Cell<u64>,
+    /// Appends written past the zeroed blocks (see `storage::zero_ahead`).
+    pub extending_writes: Cell<u64>,
     /// fdatasync latency, seconds.
     pub sync_seconds: Buckets,
     /// Appends covered by each fdatasync (the group commit's batch size).
@@ -104,6 +106,7 @@ impl Default for LogStats {
             records_appended: Cell::new(0),
             bytes_appended: Cell::new(0),
             syncs: Cell::new(0),
+            extending_writes: Cell::new(0),
             sync_seconds: Buckets::new(buckets::LATENCY_SECONDS),
             appends_per_sync: Buckets::new(buckets::BATCH_SIZES),
             appends_at_last_sync: Cell::new(0),
@@ -505,6 +508,7 @@ impl PartitionLog {
                 .await
                 .map_err(|e| StorageError::from_io(&self.name, file.path(), "write", e))?;
         } else {
+            bump(&self.stats.extending_writes, 1);
             ahead.write_beyond(buf, write_pos, step, &self.name).await?;
         }
         let infos = run.iter_mut().map(|p| self.commit_batch(p)).collect();
