@@ -47,6 +47,10 @@ pub const PREALLOCATE_STEP_BYTES_DEFAULT: u64 = 32 << 20;
 /// Zero-ahead window of an active segment (`storage::zero_ahead`): a few
 /// hundred 1 KiB appends, or a few milliseconds of a busy partition.
 pub const ZERO_AHEAD_BYTES_DEFAULT: u64 = 1 << 20;
+/// A partition appending faster than this skips zero-ahead: its writes are
+/// large and amortise the extent conversion, and zeros would double the
+/// disk's writes at the rates where its bandwidth is the limit.
+pub const ZERO_AHEAD_APPEND_BYTES_PER_S_MAX: u64 = 48 << 20;
 /// Largest zero-ahead window: one zero write holds a buffer this big.
 pub const ZERO_AHEAD_BYTES_MAX: u64 = 16 << 20;
 

@@ -20,12 +20,12 @@
 //! ("zero padding", see `recovery::cut_tail`), and a segment sealed before
 //! its padding was trimmed keeps the segments after it.
 
-use std::{cell::Cell, rc::Rc};
+use std::{cell::Cell, rc::Rc, time::Instant};
 
 use glommio::sync::Semaphore;
 
 use crate::{
-    limits::DMA_ALIGNMENT,
+    limits::{DMA_ALIGNMENT, ZERO_AHEAD_APPEND_BYTES_PER_S_MAX},
     storage::{error::StorageError, file::SegmentFile, PartitionName},
 };
 
@@ -50,6 +50,12 @@ pub struct ZeroAhead {
     retired: Cell<bool>,
     /// A zero write failed here: the fallback path serves the rest.
     failed: Cell<bool>,
+    /// When the data end last passed a half-window mark, and that end.
+    mark: Cell<Option<(Instant, u64)>>,
+    /// Appends came faster than `ZERO_AHEAD_APPEND_BYTES_PER_S_MAX` over the
+    /// last half window: they are large and few, and amortise the extent
+    /// conversion themselves, while zeros would double the disk's writes.
+    fast: Cell<bool>,
 }
 
 impl ZeroAhead {
@@ -63,6 +69,8 @@ impl ZeroAhead {
             scheduled: Cell::new(false),
             retired: Cell::new(false),
             failed: Cell::new(false),
+            mark: Cell::new(None),
+            fast: Cell::new(false),
         })
     }
 
@@ -119,6 +127,18 @@ impl ZeroAhead {
             return;
         }
         if self.written.get() >= head + window / 2 {
+            return;
+        }
+        match self.mark.get() {
+            None => self.mark.set(Some((Instant::now(), head))),
+            Some((at, from)) if head < from || head >= from + window / 2 => {
+                let rate = head.saturating_sub(from) as f64 / at.elapsed().as_secs_f64().max(1e-6);
+                self.fast.set(rate > ZERO_AHEAD_APPEND_BYTES_PER_S_MAX as f64);
+                self.mark.set(Some((Instant::now(), head)));
+            }
+            Some(_) => {}
+        }
+        if self.fast.get() {
             return;
         }
         self.scheduled.set(true);
