@@ -60,7 +60,10 @@ fn appends_land_in_zeroed_blocks_and_a_crash_image_recovers_every_synced_batch()
         let image = common::tempdir().unwrap();
         common::copy_dir(dir.path(), image.path());
         let (size_at_crash, len_at_crash) = (log.segments().last().unwrap().1, file_len(image.path(), base));
-        assert!(len_at_crash > size_at_crash, "the image holds zeros past the data ({len_at_crash} vs {size_at_crash})");
+        assert!(
+            len_at_crash > size_at_crash,
+            "the image holds zeros past the data ({len_at_crash} vs {size_at_crash})"
+        );
 
         let (recovered, report) = open(image.path(), config.clone()).await;
         assert_eq!(recovered.log_end(), log.log_end(), "log end after recovery: {report:?}");

@@ -67,8 +67,8 @@ impl LogConfig {
         self.max_batch_bytes = self.max_batch_bytes.clamp(64, limits::BATCH_BYTES_MAX);
         self.index_interval_bytes = self.index_interval_bytes.max(1);
         self.preallocate_step_bytes = self.preallocate_step_bytes.max(limits::DMA_ALIGNMENT);
-        self.zero_ahead_bytes =
-            self.zero_ahead_bytes.min(limits::ZERO_AHEAD_BYTES_MAX).div_ceil(limits::DMA_ALIGNMENT) * limits::DMA_ALIGNMENT;
+        self.zero_ahead_bytes = self.zero_ahead_bytes.min(limits::ZERO_AHEAD_BYTES_MAX).div_ceil(limits::DMA_ALIGNMENT)
+            * limits::DMA_ALIGNMENT;
         self.leader_epoch = self.leader_epoch.max(0);
         self
     }

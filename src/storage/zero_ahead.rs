@@ -99,10 +99,7 @@ impl ZeroAhead {
         let end = pos + buf.len() as u64;
         let _permit = self.permit.acquire_permit(1).await.expect("zero-ahead permit: never closed");
         self.reserve(end, step, name).await?;
-        self.file
-            .write_at(buf, pos)
-            .await
-            .map_err(|e| StorageError::from_io(name, self.file.path(), "write", e))?;
+        self.file.write_at(buf, pos).await.map_err(|e| StorageError::from_io(name, self.file.path(), "write", e))?;
         self.written.set(self.written.get().max(end));
         Ok(())
     }
@@ -155,7 +152,14 @@ impl ZeroAhead {
     }
 
     /// Writes zeros from the written end (or `head`) to `head + window`.
-    async fn fill(&self, head: u64, window: u64, limit: u64, step: u64, name: &PartitionName) -> Result<(), StorageError> {
+    async fn fill(
+        &self,
+        head: u64,
+        window: u64,
+        limit: u64,
+        step: u64,
+        name: &PartitionName,
+    ) -> Result<(), StorageError> {
         let _permit = self.permit.acquire_permit(1).await.expect("zero-ahead permit: never closed");
         if self.retired.get() {
             return Ok(());
