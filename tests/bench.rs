@@ -79,6 +79,11 @@ fn a_fixed_rate_e2e_run_reaches_its_rate_and_validates_every_record() {
     // The measured window (4 s of 5) went into the histograms.
     assert_eq!(f(&json, &["latency_ms", "count"]), 16_000.0);
     assert_eq!(f(&json, &["e2e_latency_ms", "count"]), 16_000.0);
+    // A 4 s window is one minute of the per-minute split, holding them all.
+    let minutes = json["latency_by_minute_ms"].as_array().expect("latency by minute");
+    assert_eq!(minutes.len(), 1, "{minutes:?}");
+    assert_eq!((minutes[0]["minute"].as_u64(), minutes[0]["count"].as_u64()), (Some(0), Some(16_000)));
+    assert_eq!(minutes[0]["p99_ms"], json["latency_ms"]["p99_ms"], "the same records, the same p99");
     let hist = json["histograms"]["latency"].as_str().unwrap();
     let decoded = shardlog::bench::report::decode(hist).expect("HdrHistogram encoded form");
     assert_eq!(decoded.len(), 16_000);

@@ -24,6 +24,9 @@ pub struct ProduceCounts {
     pub service: Histogram<u64>,
     /// Corrected latency of every record so far, warm-up included (progress).
     pub so_far: Histogram<u64>,
+    /// `latency` split by the minute of the measured window each record's
+    /// intended send time fell in: how the tail drifts over a long run.
+    pub by_minute: Vec<Histogram<u64>>,
     /// How late the generator admitted each measured record after its
     /// intended time: the generator's own lateness, not the broker's.
     pub admit_lag: Histogram<u64>,
@@ -52,6 +55,7 @@ impl Default for ProduceCounts {
             latency: histogram(),
             service: histogram(),
             so_far: histogram(),
+            by_minute: Vec::new(),
             admit_lag: histogram(),
             write_blocked_s: 0.0,
             sent: 0,
@@ -68,10 +72,21 @@ impl Default for ProduceCounts {
 }
 
 impl ProduceCounts {
+    /// The histogram of minute `i` of the measured window.
+    pub fn minute(&mut self, i: usize) -> &mut Histogram<u64> {
+        while self.by_minute.len() <= i {
+            self.by_minute.push(histogram());
+        }
+        &mut self.by_minute[i]
+    }
+
     pub fn merge(&mut self, other: &ProduceCounts) {
         self.latency.add(&other.latency).expect("same bounds");
         self.service.add(&other.service).expect("same bounds");
         self.so_far.add(&other.so_far).expect("same bounds");
+        for (i, h) in other.by_minute.iter().enumerate() {
+            self.minute(i).add(h).expect("same bounds");
+        }
         self.admit_lag.add(&other.admit_lag).expect("same bounds");
         self.write_blocked_s += other.write_blocked_s;
         self.sent += other.sent;

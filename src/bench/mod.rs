@@ -543,6 +543,17 @@ impl Outcome {
                 "elapsed_s": self.elapsed(),
             });
             v["latency_ms"] = percentiles_json(&self.produce.latency);
+            v["latency_by_minute_ms"] = self
+                .produce
+                .by_minute
+                .iter()
+                .enumerate()
+                .map(|(i, h)| {
+                    let mut m = percentiles_json(h);
+                    m["minute"] = json!(i);
+                    m
+                })
+                .collect();
             v["service_time_ms"] = percentiles_json(&self.produce.service);
             v["service_time_is"] = json!(self.service_label);
             v["generator_admission_lag_ms"] = percentiles_json(&self.produce.admit_lag);

@@ -534,6 +534,8 @@ pub(crate) fn acknowledge(
         record(&mut c.so_far, latency, 1);
         if r.intended >= clock.measure_from {
             record(&mut c.latency, latency, 1);
+            let minute = (r.intended - clock.measure_from).as_secs() / 60;
+            record(c.minute(minute as usize), latency, 1);
             measured += 1;
         }
     }
