@@ -10,6 +10,15 @@ use std::{net::TcpListener, path::Path, process::Command, time::Duration};
 use common::{broker::Broker, proxy::StallingProxy};
 use serde_json::Value;
 
+/// Each test here runs a broker and a load generator at a fixed rate on a
+/// 2-core machine: run concurrently, they take each other's cores, and the
+/// stall test's service times then include that queueing. One at a time.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 fn bench(args: &[&str], out: &Path) -> (bool, Value, String) {
     let output = Command::new(env!("CARGO_BIN_EXE_shardlog"))
         .arg("bench")
@@ -37,6 +46,7 @@ fn f(v: &Value, path: &[&str]) -> f64 {
 
 #[test]
 fn a_fixed_rate_e2e_run_reaches_its_rate_and_validates_every_record() {
+    let _serial = one_at_a_time();
     let dir = common::tempdir().unwrap();
     let broker = Broker::start(&dir.path().join("data"), 1);
     let out = dir.path().join("out");
@@ -115,6 +125,7 @@ fn partition_end(broker: &Broker, topic: &str, partition: i32) -> i64 {
 
 #[test]
 fn a_200ms_stall_shows_in_corrected_latency_but_not_in_service_time() {
+    let _serial = one_at_a_time();
     let dir = common::tempdir().unwrap();
     // Clients learn the broker's address from Metadata: advertise the proxy.
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -165,6 +176,7 @@ fn a_200ms_stall_shows_in_corrected_latency_but_not_in_service_time() {
 
 #[test]
 fn a_run_that_loses_its_broker_is_reported_as_failed_without_figures() {
+    let _serial = one_at_a_time();
     let dir = common::tempdir().unwrap();
     let mut broker = Broker::start(&dir.path().join("data"), 1);
     let out = dir.path().join("out");
@@ -211,6 +223,7 @@ fn a_run_that_loses_its_broker_is_reported_as_failed_without_figures() {
 #[cfg(feature = "rdkafka-client")]
 #[test]
 fn the_same_workload_through_librdkafka_is_validated_and_compared() {
+    let _serial = one_at_a_time();
     let dir = common::tempdir().unwrap();
     let broker = Broker::start(&dir.path().join("data"), 1);
     let out = dir.path().join("out");
