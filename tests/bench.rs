@@ -15,8 +15,16 @@ use serde_json::Value;
 /// stall test's service times then include that queueing. One at a time.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// Also starts each test on a quiet disk: in CI these tests run right after
+/// the build, while gigabytes of fresh build output are still being written
+/// back, and the broker's direct writes then queue behind that writeback
+/// (the stall test saw service-time p90s of 25-34 ms there, against about
+/// 1 ms on a quiet disk).
 fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    let guard = ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let synced = Command::new("sync").status().expect("run sync(1)");
+    assert!(synced.success(), "sync(1) failed: {synced}");
+    guard
 }
 
 fn bench(args: &[&str], out: &Path) -> (bool, Value, String) {
