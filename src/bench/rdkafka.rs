@@ -34,6 +34,9 @@ struct Sent {
 }
 
 struct Context {
+    /// The load generator's lock, not the broker's: librdkafka's delivery
+    /// callbacks (its own thread) record here and the progress line reads it
+    /// once a second; held for a few field updates, never across I/O.
     counts: Arc<Mutex<ProduceCounts>>,
     clock: Clock,
 }
