@@ -118,13 +118,7 @@ impl SegmentFile {
         if let Some(err) = self.faults.take_write() {
             return Err(err);
         }
-        let len = buf.len();
-        let written = self.dma.write_at(buf, pos).await?;
-        if written != len {
-            // A short O_DIRECT write means the device ran out of room mid-way.
-            return Err(io::Error::from_raw_os_error(libc::ENOSPC));
-        }
-        Ok(())
+        self.write_padding_at(buf, pos).await
     }
 
     /// Writes padding (zeros written ahead of the appends): like `write_at`,
@@ -133,6 +127,7 @@ impl SegmentFile {
         let len = buf.len();
         let written = self.dma.write_at(buf, pos).await?;
         if written != len {
+            // A short O_DIRECT write means the device ran out of room mid-way.
             return Err(io::Error::from_raw_os_error(libc::ENOSPC));
         }
         Ok(())
