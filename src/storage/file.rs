@@ -79,6 +79,28 @@ pub struct SegmentFile {
     faults: Faults,
 }
 
+/// Settles, for the calling thread, glommio's guess of whether the data
+/// disk takes polled I/O, before any segment opens.
+///
+/// glommio decides per device, once per thread, by reading the first block
+/// of the first `DmaFile` it opens through its polled ring. Our first file
+/// is usually a new, empty segment: a read past its end succeeds without
+/// reaching the device, so glommio concludes the disk is pollable and sends
+/// every later direct write to its polled ring. On a disk without poll
+/// queues (virtio, and NVMe unless `nvme.poll_queues` is set) those writes
+/// still complete by interrupt, but the shard must spin in the kernel to
+/// reap them: its core stays busy while a write is in flight, and the
+/// kernel's io workers (which run the shard's `fdatasync`s) and any helper
+/// thread on that core wait behind it. Opening a file that has a block of
+/// data first makes the probe reach the device and answer truthfully.
+pub async fn settle_poll_probe(dir: &Path) -> io::Result<()> {
+    let path = dir.join(".poll-probe");
+    std::fs::write(&path, vec![0u8; 4096])?;
+    let opened = OpenOptions::new().read(true).dma_open(&path).await;
+    let _ = std::fs::remove_file(&path);
+    opened?.close().await.map_err(io::Error::from)
+}
+
 impl SegmentFile {
     /// Creates a new, empty file; fails if it exists.
     pub async fn create(path: &Path, faults: Faults) -> io::Result<Self> {
