@@ -8,19 +8,20 @@ mod common;
 
 use std::{
     collections::BTreeMap,
-    sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
-use common::broker::Broker;
+use common::{
+    broker::Broker,
+    rdkafka_produce::{produce_all, Outgoing},
+};
 use rdkafka::{
     admin::{AdminClient, AdminOptions, NewTopic, TopicReplication},
     client::DefaultClientContext,
     consumer::{BaseConsumer, Consumer},
     error::{KafkaError, RDKafkaErrorCode},
     message::Message,
-    producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext},
-    ClientConfig, ClientContext, Offset, TopicPartitionList,
+    ClientConfig, Offset, TopicPartitionList,
 };
 
 const TOPIC: &str = "rd-orders";
@@ -38,19 +39,6 @@ struct Stored {
 /// partition -> offset -> record
 type Expected = BTreeMap<i32, BTreeMap<i64, Stored>>;
 
-struct Deliveries(Arc<Mutex<Vec<(usize, i32, i64, Option<String>)>>>);
-impl ClientContext for Deliveries {}
-impl ProducerContext for Deliveries {
-    type DeliveryOpaque = Box<usize>;
-    fn delivery(&self, result: &DeliveryResult<'_>, id: Box<usize>) {
-        let entry = match result {
-            Ok(m) => (*id, m.partition(), m.offset(), None),
-            Err((e, m)) => (*id, m.partition(), -1, Some(e.to_string())),
-        };
-        self.0.lock().unwrap().push(entry);
-    }
-}
-
 fn record(i: usize) -> Stored {
     Stored {
         key: format!("key-{i}").into_bytes(),
@@ -60,36 +48,14 @@ fn record(i: usize) -> Stored {
 }
 
 fn produce(bootstrap: &str, acks: &str, ids: std::ops::Range<usize>, expected: &mut Expected) {
-    let log = Arc::new(Mutex::new(Vec::new()));
-    let producer: BaseProducer<Deliveries> = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("acks", acks)
-        .set("linger.ms", "5")
-        .set("enable.idempotence", "false")
-        .create_with_context(Deliveries(log.clone()))
-        .expect("producer");
-    for i in ids.clone() {
+    let settings = [("acks", acks), ("linger.ms", "5"), ("enable.idempotence", "false")];
+    let records = ids.map(|i| {
         let r = record(i);
-        let mut rec =
-            BaseRecord::with_opaque_to(TOPIC, Box::new(i)).key(&r.key).payload(&r.value).timestamp(r.timestamp);
-        loop {
-            match producer.send(rec) {
-                Ok(()) => break,
-                Err((_, back)) => {
-                    producer.poll(Duration::from_millis(10));
-                    rec = back;
-                }
-            }
-        }
-        producer.poll(Duration::ZERO);
-    }
-    producer.flush(Duration::from_secs(60)).expect("flush");
-    let log = log.lock().unwrap();
-    assert_eq!(log.len(), ids.len(), "every record got a delivery report");
-    for (i, partition, offset, error) in log.iter() {
-        assert!(error.is_none(), "record {i} failed: {error:?}");
-        let previous = expected.entry(*partition).or_default().insert(*offset, record(*i));
-        assert!(previous.is_none(), "offset {offset} of partition {partition} acknowledged twice");
+        Outgoing { id: i, key: Some(r.key), value: r.value, partition: None, timestamp: Some(r.timestamp) }
+    });
+    for d in produce_all(bootstrap, TOPIC, &settings, records) {
+        let previous = expected.entry(d.partition).or_default().insert(d.offset, record(d.id));
+        assert!(previous.is_none(), "offset {} of partition {} acknowledged twice", d.offset, d.partition);
     }
 }
 

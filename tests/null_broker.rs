@@ -10,18 +10,19 @@ use std::{
     collections::BTreeMap,
     path::Path,
     process::Command,
-    sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
-use common::null_broker::NullBroker;
+use common::{
+    null_broker::NullBroker,
+    rdkafka_produce::{produce_all, Outgoing},
+};
 use rdkafka::{
     admin::{AdminClient, AdminOptions, NewTopic, TopicReplication},
     client::DefaultClientContext,
     consumer::{BaseConsumer, Consumer},
     message::Message,
-    producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext},
-    ClientConfig, ClientContext, Offset, TopicPartitionList,
+    ClientConfig, Offset, TopicPartitionList,
 };
 use serde_json::Value;
 
@@ -31,54 +32,20 @@ const PARTITIONS: i32 = 4;
 /// partition -> offset -> (key, value)
 type Expected = BTreeMap<i32, BTreeMap<i64, (Vec<u8>, Vec<u8>)>>;
 
-struct Deliveries(Arc<Mutex<Vec<(usize, i32, i64, Option<String>)>>>);
-impl ClientContext for Deliveries {}
-impl ProducerContext for Deliveries {
-    type DeliveryOpaque = Box<usize>;
-    fn delivery(&self, result: &DeliveryResult<'_>, id: Box<usize>) {
-        let entry = match result {
-            Ok(m) => (*id, m.partition(), m.offset(), None),
-            Err((e, m)) => (*id, m.partition(), -1, Some(e.to_string())),
-        };
-        self.0.lock().unwrap().push(entry);
-    }
-}
-
 fn record(i: usize) -> (Vec<u8>, Vec<u8>) {
     (format!("key-{i}").into_bytes(), format!("value-{i}-{}", "n".repeat(i % 113)).into_bytes())
 }
 
 /// Produces records `ids` with acks=1 and adds where they landed to `expected`.
 fn produce(bootstrap: &str, ids: std::ops::Range<usize>, expected: &mut Expected) {
-    let log = Arc::new(Mutex::new(Vec::new()));
-    let producer: BaseProducer<Deliveries> = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("acks", "1")
-        .set("linger.ms", "2")
-        .set("enable.idempotence", "false")
-        .create_with_context(Deliveries(log.clone()))
-        .expect("producer");
-    for i in ids.clone() {
+    let settings = [("acks", "1"), ("linger.ms", "2"), ("enable.idempotence", "false")];
+    let records = ids.map(|i| {
         let (key, value) = record(i);
-        let mut rec = BaseRecord::with_opaque_to(TOPIC, Box::new(i)).key(&key).payload(&value);
-        loop {
-            match producer.send(rec) {
-                Ok(()) => break,
-                Err((_, back)) => {
-                    producer.poll(Duration::from_millis(10));
-                    rec = back;
-                }
-            }
-        }
-        producer.poll(Duration::ZERO);
-    }
-    producer.flush(Duration::from_secs(60)).expect("flush");
-    let log = log.lock().unwrap();
-    assert_eq!(log.len(), ids.len(), "every record got a delivery report");
-    for (i, partition, offset, error) in log.iter() {
-        assert!(error.is_none(), "record {i} failed: {error:?}");
-        let previous = expected.entry(*partition).or_default().insert(*offset, record(*i));
-        assert!(previous.is_none(), "offset {offset} of partition {partition} acknowledged twice");
+        Outgoing { id: i, key: Some(key), value, partition: None, timestamp: None }
+    });
+    for d in produce_all(bootstrap, TOPIC, &settings, records) {
+        let previous = expected.entry(d.partition).or_default().insert(d.offset, record(d.id));
+        assert!(previous.is_none(), "offset {} of partition {} acknowledged twice", d.offset, d.partition);
     }
 }
 

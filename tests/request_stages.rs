@@ -9,12 +9,12 @@ mod common;
 
 use std::{
     collections::BTreeMap,
-    sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
 use common::{
     broker::Broker,
+    rdkafka_produce::{produce_all, Outgoing},
     scrape::{scrape, sum, Sample},
 };
 use rdkafka::{
@@ -22,8 +22,7 @@ use rdkafka::{
     client::DefaultClientContext,
     consumer::{BaseConsumer, Consumer},
     message::Message,
-    producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext},
-    ClientConfig, ClientContext, Offset, TopicPartitionList,
+    ClientConfig, Offset, TopicPartitionList,
 };
 
 const TOPIC: &str = "staged";
@@ -63,55 +62,23 @@ const PRODUCE_BUSY: [&str; 10] = [
     "encode",
 ];
 
-struct Deliveries(Arc<Mutex<Vec<(usize, i32, i64, Option<String>)>>>);
-impl ClientContext for Deliveries {}
-impl ProducerContext for Deliveries {
-    type DeliveryOpaque = Box<usize>;
-    fn delivery(&self, result: &DeliveryResult<'_>, id: Box<usize>) {
-        let entry = match result {
-            Ok(m) => (*id, m.partition(), m.offset(), None),
-            Err((e, m)) => (*id, m.partition(), -1, Some(e.to_string())),
-        };
-        self.0.lock().unwrap().push(entry);
-    }
-}
-
 fn value(i: usize) -> Vec<u8> {
     format!("record-{i}-{}", "v".repeat(i % 300)).into_bytes()
 }
 
-/// Produces records `ids` with `acks`; returns (partition, offset) → record id.
+/// Produces records `ids` with `acks`; records (partition, offset) → record id.
 fn produce(bootstrap: &str, acks: &str, ids: std::ops::Range<usize>, stored: &mut BTreeMap<(i32, i64), usize>) {
-    let log = Arc::new(Mutex::new(Vec::new()));
-    let producer: BaseProducer<Deliveries> = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("acks", acks)
-        .set("linger.ms", "1")
-        .set("enable.idempotence", "false")
-        .create_with_context(Deliveries(log.clone()))
-        .expect("producer");
-    for i in ids.clone() {
-        let payload = value(i);
-        let mut rec = BaseRecord::<(), Vec<u8>, Box<usize>>::with_opaque_to(TOPIC, Box::new(i))
-            .payload(&payload)
-            .partition((i % PARTITIONS as usize) as i32);
-        loop {
-            match producer.send(rec) {
-                Ok(()) => break,
-                Err((_, back)) => {
-                    producer.poll(Duration::from_millis(10));
-                    rec = back;
-                }
-            }
-        }
-        producer.poll(Duration::ZERO);
-    }
-    producer.flush(Duration::from_secs(60)).expect("flush");
-    let log = log.lock().unwrap();
-    assert_eq!(log.len(), ids.len(), "every record got a delivery report");
-    for (i, partition, offset, error) in log.iter() {
-        assert!(error.is_none(), "acks={acks}: record {i} failed: {error:?}");
-        assert!(stored.insert((*partition, *offset), *i).is_none(), "offset {offset} of {partition} given twice");
+    let settings = [("acks", acks), ("linger.ms", "1"), ("enable.idempotence", "false")];
+    let records = ids.map(|i| Outgoing {
+        id: i,
+        key: None,
+        value: value(i),
+        partition: Some((i % PARTITIONS as usize) as i32),
+        timestamp: None,
+    });
+    for d in produce_all(bootstrap, TOPIC, &settings, records) {
+        let previous = stored.insert((d.partition, d.offset), d.id);
+        assert!(previous.is_none(), "acks={acks}: offset {} of {} given twice", d.offset, d.partition);
     }
 }
 

@@ -265,7 +265,7 @@ async fn run_shard(
         ),
         Err(e) => log::warn!("shard {}: cannot raise the kernel io worker cap (syncs may queue): {e}", shard.id),
     }
-    if let Err(e) = crate::storage::file::settle_poll_probe(&shard.settings.data_dir).await {
+    if let Err(e) = crate::storage::file::settle_poll_probe(&shard.settings.data_dir, shard.id).await {
         log::warn!("shard {}: cannot probe {} for polled I/O: {e}", shard.id, shard.settings.data_dir.display());
     }
     shard.serve_peers(receivers);

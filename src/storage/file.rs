@@ -93,8 +93,10 @@ pub struct SegmentFile {
 /// kernel's io workers (which run the shard's `fdatasync`s) and any helper
 /// thread on that core wait behind it. Opening a file that has a block of
 /// data first makes the probe reach the device and answer truthfully.
-pub async fn settle_poll_probe(dir: &Path) -> io::Result<()> {
-    let path = dir.join(".poll-probe");
+/// `owner` names the probe file, so that shards sharing `dir` never touch
+/// each other's (glommio looks the path up again while opening).
+pub async fn settle_poll_probe(dir: &Path, owner: usize) -> io::Result<()> {
+    let path = dir.join(format!(".poll-probe-{owner}"));
     std::fs::write(&path, vec![0u8; 4096])?;
     let opened = OpenOptions::new().read(true).dma_open(&path).await;
     let _ = std::fs::remove_file(&path);
