@@ -197,22 +197,114 @@ fn ceil_div(need: f64, per: f64) -> u64 {
     (need / per - 1e-9).ceil().max(0.0) as u64
 }
 
+/// The figures every line of a plan is derived from.
+struct Basis {
+    growth: f64,
+    /// Peak and average ingress at the end of the horizon, MB/s.
+    peak: f64,
+    avg: f64,
+    rf: f64,
+    /// The fraction of each resource planned to be used at peak.
+    keep: f64,
+    /// Bytes stored per byte produced.
+    stored: f64,
+    /// Consumer groups reading each byte.
+    fanout: f64,
+    shard_cores: f64,
+}
+
+impl Basis {
+    fn of(w: &Workload) -> Self {
+        let growth = (1.0 + w.growth_per_year).powf(w.horizon_years);
+        let shape = &w.machine;
+        Basis {
+            growth,
+            peak: w.ingress_peak_mb_per_s * growth,
+            avg: w.ingress_avg_mb_per_s * growth,
+            rf: f64::from(w.replication_factor.max(1)),
+            keep: 1.0 - w.headroom.clamp(0.0, 0.95),
+            stored: w.compression_ratio,
+            fanout: f64::from(w.consumer_groups),
+            shard_cores: f64::from(shape.cores.saturating_sub(shape.reserved_cores).max(1)),
+        }
+    }
+}
+
 pub fn plan(w: &Workload, m: &Measured) -> Plan {
-    let growth = (1.0 + w.growth_per_year).powf(w.horizon_years);
-    let peak = w.ingress_peak_mb_per_s * growth;
-    let avg = w.ingress_avg_mb_per_s * growth;
-    let rf = f64::from(w.replication_factor.max(1));
-    let keep = 1.0 - w.headroom.clamp(0.0, 0.95);
-    let shape = &w.machine;
-    let mut lines = Vec::new();
+    let b = Basis::of(w);
     let mut missing = Vec::new();
-    let mut assumptions = vec![
+    let mut assumptions = assumptions(w, &b);
+    let at_objective = throughput_at_objective(&m.sweep, w.latency_objective_p99_ms);
+    let latency_bound = match (at_objective, m.saturation_mb_per_s) {
+        (Some(a), Some(s)) => a < 0.95 * s,
+        (Some(_), None) => false,
+        (None, _) => !m.sweep.is_empty(),
+    };
+    let mut lines = vec![cpu_line(w, m, &b, at_objective, latency_bound, &mut missing)];
+    lines.extend(disk_bandwidth_lines(w, m, &b, &mut missing));
+    lines.push(disk_capacity_line(w, &b, &mut missing));
+    lines.extend(network_lines(w, &b));
+    lines.push(memory_line(w, &b));
+    lines.push(Line {
+        resource: Resource::Replication,
+        need: Some(b.rf),
+        unit: "brokers",
+        per_machine: Some(1.0),
+        machines: Some(w.replication_factor.max(1) as u64),
+        formula: "one replica per machine".into(),
+        inputs: format!("RF {}", b.rf),
+        note: String::new(),
+    });
+
+    let (limit, machines) = lines
+        .iter()
+        .filter_map(|l| l.machines.map(|n| (l.resource, n)))
+        .fold((Resource::Replication, 1u64), |(r, n), (r2, n2)| if n2 > n { (r2, n2) } else { (r, n) });
+    // A latency objective nobody measured meeting is the limit itself.
+    let limit = if at_objective.is_none() && !m.sweep.is_empty() { Resource::Cpu } else { limit };
+    let shards = lines[0].need.map(|_| machines * b.shard_cores as u64);
+    let operating_point = shards.map(|s| b.peak * b.rf / s as f64);
+    let utilisation = lines
+        .iter()
+        .filter_map(|l| match l.resource {
+            Resource::Replication => None,
+            Resource::Cpu => Some((Resource::Cpu, b.peak * b.rf / (at_objective? * b.shard_cores * machines as f64))),
+            r => Some((r, l.need? / (l.per_machine? / b.keep * machines as f64))),
+        })
+        .collect();
+    if m.disk_read_mb_per_s.is_some() {
+        assumptions.push("disk bandwidths are one disk's (iotune) times the disks per machine".into());
+    }
+    Plan {
+        lines,
+        machines,
+        limit,
+        shards,
+        shard_mb_per_s_at_objective: at_objective,
+        operating_point_mb_per_s: operating_point,
+        peak_at_horizon: b.peak,
+        avg_at_horizon: b.avg,
+        latency_bound,
+        missing,
+        assumptions,
+        utilisation,
+    }
+}
+
+fn assumptions(w: &Workload, b: &Basis) -> Vec<String> {
+    let shape = &w.machine;
+    vec![
         format!(
-            "peak and average ingress grow by {:.0}% a year for {} years: ×{growth:.3}",
+            "peak and average ingress grow by {:.0}% a year for {} years: ×{:.3}",
             w.growth_per_year * 100.0,
-            w.horizon_years
+            w.horizon_years,
+            b.growth
         ),
-        format!("every resource is planned to {:.0}% utilisation at peak (headroom {:.0}%)", keep * 100.0, w.headroom * 100.0),
+        format!(
+            "every resource is planned to {:.0}% utilisation at peak (headroom {:.0}%)",
+            b.keep * 100.0,
+            w.headroom * 100.0
+        ),
         format!(
             "replication factor {}: each produced byte is written and carried by {} brokers, like a produce (followers fetch and append)",
             w.replication_factor, w.replication_factor
@@ -226,19 +318,22 @@ pub fn plan(w: &Workload, m: &Measured) -> Plan {
             "tailing consumers read from the batch cache; {:.0}% of consumer reads go to disk (catch-up)",
             w.catch_up_fraction * 100.0
         ),
-    ];
+    ]
+}
 
-    // CPU: shards at the latency objective.
-    let at_objective = throughput_at_objective(&m.sweep, w.latency_objective_p99_ms);
-    let shard_cores = f64::from(shape.cores.saturating_sub(shape.reserved_cores).max(1));
-    let latency_bound = match (at_objective, m.saturation_mb_per_s) {
-        (Some(a), Some(s)) => a < 0.95 * s,
-        (Some(_), None) => false,
-        (None, _) => !m.sweep.is_empty(),
-    };
-    let cpu = if m.sweep.is_empty() {
+/// CPU: shards at the latency objective.
+fn cpu_line(
+    w: &Workload,
+    m: &Measured,
+    b: &Basis,
+    at_objective: Option<f64>,
+    latency_bound: bool,
+    missing: &mut Vec<String>,
+) -> Line {
+    let (peak, rf, keep, shard_cores) = (b.peak, b.rf, b.keep, b.shard_cores);
+    if m.sweep.is_empty() {
         missing.push("no bench sweep result: run `shardlog bench sweep` against a one-shard broker".into());
-        Line {
+        return Line {
             resource: Resource::Cpu,
             need: None,
             unit: "shards",
@@ -247,61 +342,55 @@ pub fn plan(w: &Workload, m: &Measured) -> Plan {
             formula: "peak × RF ÷ (shard MB/s at objective × (1 − headroom))".into(),
             inputs: format!("peak {peak:.1} MB/s, RF {rf}"),
             note: "missing: latency-vs-throughput sweep".into(),
-        }
-    } else {
-        match at_objective {
-            None => {
-                let lowest = m.sweep.iter().map(|s| s.1).fold(f64::MAX, f64::min);
-                missing.push(format!(
-                    "no measured load met p99 ≤ {} ms (lowest measured p99 {lowest:.3} ms): the objective is out of reach on this hardware",
-                    w.latency_objective_p99_ms
-                ));
-                Line {
-                    resource: Resource::Cpu,
-                    need: None,
-                    unit: "shards",
-                    per_machine: Some(shard_cores),
-                    machines: None,
-                    formula: "peak × RF ÷ (shard MB/s at objective × (1 − headroom))".into(),
-                    inputs: format!(
-                        "objective p99 ≤ {} ms; lowest measured p99 {lowest:.3} ms",
-                        w.latency_objective_p99_ms
-                    ),
-                    note: "latency objective not met at any measured load".into(),
-                }
-            }
-            Some(per_shard) => {
-                let shards = ceil_div(peak * rf, per_shard * keep);
-                Line {
-                    resource: Resource::Cpu,
-                    need: Some(shards as f64),
-                    unit: "shards",
-                    per_machine: Some(shard_cores),
-                    machines: Some(ceil_div(shards as f64, shard_cores)),
-                    formula: "⌈peak × RF ÷ (shard MB/s at objective × (1 − headroom))⌉".into(),
-                    inputs: format!(
-                        "peak {peak:.1} MB/s × RF {rf} ÷ ({per_shard:.1} MB/s × {keep:.2}){}",
-                        m.saturation_mb_per_s.map_or(String::new(), |s| format!("; saturation {s:.1} MB/s"))
-                    ),
-                    note: if latency_bound {
-                        "the latency objective, not throughput, bounds a shard".into()
-                    } else {
-                        "a shard is bounded by its throughput".into()
-                    },
-                }
-            }
-        }
+        };
+    }
+    let Some(per_shard) = at_objective else {
+        let lowest = m.sweep.iter().map(|s| s.1).fold(f64::MAX, f64::min);
+        missing.push(format!(
+            "no measured load met p99 ≤ {} ms (lowest measured p99 {lowest:.3} ms): the objective is out of reach on this hardware",
+            w.latency_objective_p99_ms
+        ));
+        return Line {
+            resource: Resource::Cpu,
+            need: None,
+            unit: "shards",
+            per_machine: Some(shard_cores),
+            machines: None,
+            formula: "peak × RF ÷ (shard MB/s at objective × (1 − headroom))".into(),
+            inputs: format!("objective p99 ≤ {} ms; lowest measured p99 {lowest:.3} ms", w.latency_objective_p99_ms),
+            note: "latency objective not met at any measured load".into(),
+        };
     };
-    lines.push(cpu);
+    let shards = ceil_div(peak * rf, per_shard * keep);
+    Line {
+        resource: Resource::Cpu,
+        need: Some(shards as f64),
+        unit: "shards",
+        per_machine: Some(shard_cores),
+        machines: Some(ceil_div(shards as f64, shard_cores)),
+        formula: "⌈peak × RF ÷ (shard MB/s at objective × (1 − headroom))⌉".into(),
+        inputs: format!(
+            "peak {peak:.1} MB/s × RF {rf} ÷ ({per_shard:.1} MB/s × {keep:.2}){}",
+            m.saturation_mb_per_s.map_or(String::new(), |s| format!("; saturation {s:.1} MB/s"))
+        ),
+        note: if latency_bound {
+            "the latency objective, not throughput, bounds a shard".into()
+        } else {
+            "a shard is bounded by its throughput".into()
+        },
+    }
+}
 
-    // Disk bandwidth.
-    let stored = w.compression_ratio;
+/// Disk bandwidth: writes of every replica, and catch-up reads.
+fn disk_bandwidth_lines(w: &Workload, m: &Measured, b: &Basis, missing: &mut Vec<String>) -> [Line; 2] {
+    let (peak, rf, keep, stored, fanout) = (b.peak, b.rf, b.keep, b.stored, b.fanout);
+    let shape = &w.machine;
     let write_need = peak * rf * stored * (1.0 + w.compaction_overhead);
     let write_per = m.disk_write_mb_per_s.map(|d| d * f64::from(shape.disks) * keep);
     if m.disk_write_mb_per_s.is_none() {
         missing.push("no disk profile: run `shardlog iotune` and pass --io io-properties.toml".into());
     }
-    lines.push(Line {
+    let write = Line {
         resource: Resource::DiskWrite,
         need: Some(write_need),
         unit: "MB/s",
@@ -315,11 +404,10 @@ pub fn plan(w: &Workload, m: &Measured) -> Plan {
             m.disk_write_mb_per_s.map_or("(missing)".into(), |d| format!("{d:.0}"))
         ),
         note: String::new(),
-    });
-    let fanout = f64::from(w.consumer_groups);
+    };
     let read_need = peak * fanout * w.catch_up_fraction * stored;
     let read_per = m.disk_read_mb_per_s.map(|d| d * f64::from(shape.disks) * keep);
-    lines.push(Line {
+    let read = Line {
         resource: Resource::DiskRead,
         need: Some(read_need),
         unit: "MB/s",
@@ -333,9 +421,13 @@ pub fn plan(w: &Workload, m: &Measured) -> Plan {
             m.disk_read_mb_per_s.map_or("(missing)".into(), |d| format!("{d:.0}"))
         ),
         note: String::new(),
-    });
+    };
+    [write, read]
+}
 
-    // Disk capacity over retention, at the end of the horizon.
+/// Disk capacity over retention, at the end of the horizon.
+fn disk_capacity_line(w: &Workload, b: &Basis, missing: &mut Vec<String>) -> Line {
+    let (avg, rf, stored) = (b.avg, b.rf, b.stored);
     let by_time = w.retention_hours.map(|h| avg * rf * stored * h * 3600.0 / 1000.0); // GB
     let by_size = w.retention_bytes_per_partition.map(|b| b as f64 * f64::from(w.partitions) * rf / 1e9);
     let (capacity_need, capacity_inputs) = match (by_time, by_size) {
@@ -360,8 +452,8 @@ pub fn plan(w: &Workload, m: &Measured) -> Plan {
             (None, "retention_hours or retention_bytes_per_partition".into())
         }
     };
-    let capacity_per = f64::from(shape.disks) * shape.disk_capacity_gb * keep;
-    lines.push(Line {
+    let capacity_per = f64::from(w.machine.disks) * w.machine.disk_capacity_gb * b.keep;
+    Line {
         resource: Resource::DiskCapacity,
         need: capacity_need,
         unit: "GB",
@@ -370,37 +462,48 @@ pub fn plan(w: &Workload, m: &Measured) -> Plan {
         formula: "average × RF × compression × retention (time, or size × partitions × RF), at the horizon".into(),
         inputs: capacity_inputs,
         note: String::new(),
-    });
+    }
+}
 
-    // Network, full duplex: in = producers + replication in; out =
-    // consumers + replication out.
+/// Network, full duplex: in = producers + replication in; out = consumers +
+/// replication out.
+fn network_lines(w: &Workload, b: &Basis) -> [Line; 2] {
+    let (peak, rf, keep, fanout) = (b.peak, b.rf, b.keep, b.fanout);
     let gbps = |mb: f64| mb * 8.0 / 1000.0;
-    let net_per = shape.network_gbps * keep;
+    let net_per = w.machine.network_gbps * keep;
     let net_in = gbps(peak * rf);
     let net_out = gbps(peak * (fanout + rf - 1.0));
-    lines.push(Line {
-        resource: Resource::NetworkIn,
-        need: Some(net_in),
-        unit: "Gb/s",
-        per_machine: Some(net_per),
-        machines: Some(ceil_div(net_in, net_per)),
-        formula: "peak × RF × 8 ÷ 1000".into(),
-        inputs: format!("{peak:.1} MB/s × {rf}; per machine {} Gb/s × {keep:.2}", shape.network_gbps),
-        note: String::new(),
-    });
-    lines.push(Line {
-        resource: Resource::NetworkOut,
-        need: Some(net_out),
-        unit: "Gb/s",
-        per_machine: Some(net_per),
-        machines: Some(ceil_div(net_out, net_per)),
-        formula: "peak × (consumer groups + RF − 1) × 8 ÷ 1000".into(),
-        inputs: format!("{peak:.1} MB/s × ({fanout} + {rf} − 1)"),
-        note: String::new(),
-    });
+    [
+        Line {
+            resource: Resource::NetworkIn,
+            need: Some(net_in),
+            unit: "Gb/s",
+            per_machine: Some(net_per),
+            machines: Some(ceil_div(net_in, net_per)),
+            formula: "peak × RF × 8 ÷ 1000".into(),
+            inputs: format!("{peak:.1} MB/s × {rf}; per machine {} Gb/s × {keep:.2}", w.machine.network_gbps),
+            note: String::new(),
+        },
+        Line {
+            resource: Resource::NetworkOut,
+            need: Some(net_out),
+            unit: "Gb/s",
+            per_machine: Some(net_per),
+            machines: Some(ceil_div(net_out, net_per)),
+            formula: "peak × (consumer groups + RF − 1) × 8 ÷ 1000".into(),
+            inputs: format!("{peak:.1} MB/s × ({fanout} + {rf} − 1)"),
+            note: String::new(),
+        },
+    ]
+}
+
+/// Memory for the batch cache: tailing consumers read the last seconds.
+fn memory_line(w: &Workload, b: &Basis) -> Line {
+    let (peak, rf, keep) = (b.peak, b.rf, b.keep);
+    let shape = &w.machine;
     let memory_need = peak * rf * w.cache_seconds / 1000.0; // GB
     let memory_per = shape.memory_gb * shape.cache_memory_fraction * keep;
-    lines.push(Line {
+    Line {
         resource: Resource::Memory,
         need: Some(memory_need),
         unit: "GB",
@@ -412,50 +515,6 @@ pub fn plan(w: &Workload, m: &Measured) -> Plan {
             w.cache_seconds, shape.memory_gb, shape.cache_memory_fraction
         ),
         note: String::new(),
-    });
-    lines.push(Line {
-        resource: Resource::Replication,
-        need: Some(rf),
-        unit: "brokers",
-        per_machine: Some(1.0),
-        machines: Some(w.replication_factor.max(1) as u64),
-        formula: "one replica per machine".into(),
-        inputs: format!("RF {rf}"),
-        note: String::new(),
-    });
-
-    let (limit, machines) = lines
-        .iter()
-        .filter_map(|l| l.machines.map(|n| (l.resource, n)))
-        .fold((Resource::Replication, 1u64), |(r, n), (r2, n2)| if n2 > n { (r2, n2) } else { (r, n) });
-    // A latency objective nobody measured meeting is the limit itself.
-    let limit = if at_objective.is_none() && !m.sweep.is_empty() { Resource::Cpu } else { limit };
-    let shards = lines[0].need.map(|_| machines * shard_cores as u64);
-    let operating_point = shards.map(|s| peak * rf / s as f64);
-    let utilisation = lines
-        .iter()
-        .filter_map(|l| match l.resource {
-            Resource::Replication => None,
-            Resource::Cpu => Some((Resource::Cpu, peak * rf / (at_objective? * shard_cores * machines as f64))),
-            r => Some((r, l.need? / (l.per_machine? / keep * machines as f64))),
-        })
-        .collect();
-    if m.disk_read_mb_per_s.is_some() {
-        assumptions.push("disk bandwidths are one disk's (iotune) times the disks per machine".into());
-    }
-    Plan {
-        lines,
-        machines,
-        limit,
-        shards,
-        shard_mb_per_s_at_objective: at_objective,
-        operating_point_mb_per_s: operating_point,
-        peak_at_horizon: peak,
-        avg_at_horizon: avg,
-        latency_bound,
-        missing,
-        assumptions,
-        utilisation,
     }
 }
 
