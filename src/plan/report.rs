@@ -59,9 +59,35 @@ impl Rendered {
 pub fn render(w: &Workload, plan: &Plan, inputs: &Inputs) -> Result<Rendered, String> {
     let latency_svg = latency_plot(w, plan, inputs.sweep.as_ref())?;
     let capacity_svg = capacity_plot(w, plan)?;
+    let tables = Tables {
+        workload: workload_rows(w),
+        measured: measured_rows(plan, inputs),
+        sizing: sizing_rows(plan),
+        utilisation: plan
+            .utilisation
+            .iter()
+            .map(|(r, u)| vec![r.label().to_string(), format!("{:.0}%", u * 100.0)])
+            .collect(),
+        summary: summary(w, plan),
+    };
+    let html = html(w, plan, inputs, &tables, &latency_svg, &capacity_svg);
+    let markdown = markdown(w, plan, inputs, &tables);
+    Ok(Rendered { html, markdown, latency_svg, capacity_svg })
+}
 
-    // Tables as rows of cells, shared by both formats.
-    let workload_rows: Vec<[String; 2]> = vec![
+/// The report's tables as rows of cells, shared by both formats.
+struct Tables {
+    workload: Vec<Vec<String>>,
+    measured: Vec<Vec<String>>,
+    sizing: Vec<Vec<String>>,
+    utilisation: Vec<Vec<String>>,
+    summary: String,
+}
+
+const SIZING_HEAD: [&str; 7] = ["resource", "need at peak", "per machine", "machines", "formula", "inputs", "note"];
+
+fn workload_rows(w: &Workload) -> Vec<Vec<String>> {
+    let rows: Vec<[String; 2]> = vec![
         ["ingress (avg / peak)".into(), format!("{} / {} MB/s", w.ingress_avg_mb_per_s, w.ingress_peak_mb_per_s)],
         [
             "records (avg / peak)".into(),
@@ -101,28 +127,32 @@ pub fn render(w: &Workload, plan: &Plan, inputs: &Inputs) -> Result<Rendered, St
             ),
         ],
     ];
-    let mut measured_rows: Vec<[String; 2]> = Vec::new();
+    rows.into_iter().map(|r| r.to_vec()).collect()
+}
+
+fn measured_rows(plan: &Plan, inputs: &Inputs) -> Vec<Vec<String>> {
+    let mut rows: Vec<[String; 2]> = Vec::new();
     match &inputs.sweep {
         Some(s) => {
-            measured_rows.push(["machine measured".into(), s.machine.clone()]);
-            measured_rows.push([
+            rows.push(["machine measured".into(), s.machine.clone()]);
+            rows.push([
                 "sweep".into(),
                 format!("{} ({} B records, acks={}, commit {})", s.file, s.record_size, s.acks, s.commit),
             ]);
-            measured_rows.push([
+            rows.push([
                 "one shard at the objective".into(),
                 plan.shard_mb_per_s_at_objective
                     .map_or("objective not met at any measured load".into(), |v| format!("{} MB/s", num(v))),
             ]);
-            measured_rows.push([
+            rows.push([
                 "one shard at saturation".into(),
                 s.saturation_mb_per_s.map_or("did not saturate in the sweep".into(), |v| format!("{} MB/s", num(v))),
             ]);
         }
-        None => measured_rows.push(["sweep".into(), format!("missing in {}", inputs.results_dir)]),
+        None => rows.push(["sweep".into(), format!("missing in {}", inputs.results_dir)]),
     }
     match (&inputs.io, &inputs.io_file) {
-        (Some(io), Some(f)) => measured_rows.push([
+        (Some(io), Some(f)) => rows.push([
             "disk (iotune)".into(),
             format!(
                 "{f}: write {} MB/s, read {} MB/s, fdatasync p99 {} µs, random read {} IOPS (qd 32)",
@@ -132,13 +162,16 @@ pub fn render(w: &Workload, plan: &Plan, inputs: &Inputs) -> Result<Rendered, St
                 num(io.random_read_iops_qd32)
             ),
         ]),
-        _ => measured_rows.push(["disk (iotune)".into(), "missing (pass --io io-properties.toml)".into()]),
+        _ => rows.push(["disk (iotune)".into(), "missing (pass --io io-properties.toml)".into()]),
     }
-    let sizing_rows: Vec<[String; 7]> = plan
-        .lines
+    rows.into_iter().map(|r| r.to_vec()).collect()
+}
+
+fn sizing_rows(plan: &Plan) -> Vec<Vec<String>> {
+    plan.lines
         .iter()
         .map(|l| {
-            [
+            vec![
                 l.resource.label().to_string(),
                 l.need.map_or("missing".into(), |n| format!("{} {}", num(n), l.unit)),
                 l.per_machine.map_or("missing".into(), |n| format!("{} {}", num(n), l.unit)),
@@ -148,9 +181,10 @@ pub fn render(w: &Workload, plan: &Plan, inputs: &Inputs) -> Result<Rendered, St
                 l.note.clone(),
             ]
         })
-        .collect();
-    let utilisation: Vec<[String; 2]> =
-        plan.utilisation.iter().map(|(r, u)| [r.label().to_string(), format!("{:.0}%", u * 100.0)]).collect();
+        .collect()
+}
+
+fn summary(w: &Workload, plan: &Plan) -> String {
     let cpu_unsized = plan.lines.iter().any(|l| l.resource == Resource::Cpu && l.need.is_none());
     let mut summary = if plan.limit == Resource::Cpu && cpu_unsized && plan.shard_mb_per_s_at_objective.is_none() {
         format!(
@@ -177,31 +211,51 @@ pub fn render(w: &Workload, plan: &Plan, inputs: &Inputs) -> Result<Rendered, St
         );
     }
 
-    // HTML.
-    let table = |head: &[&str], rows: &[Vec<String>], id: &str| -> String {
-        let mut t = format!("<table id=\"{id}\"><thead><tr>");
-        for h in head {
-            t += &format!("<th>{}</th>", esc(h));
+    summary
+}
+
+fn html_table(head: &[&str], rows: &[Vec<String>], id: &str) -> String {
+    let mut t = format!("<table id=\"{id}\"><thead><tr>");
+    for h in head {
+        t += &format!("<th>{}</th>", esc(h));
+    }
+    t += "</tr></thead><tbody>";
+    for r in rows {
+        t += "<tr>";
+        for c in r {
+            t += &format!("<td>{}</td>", esc(c));
         }
-        t += "</tr></thead><tbody>";
-        for r in rows {
-            t += "<tr>";
-            for c in r {
-                t += &format!("<td>{}</td>", esc(c));
-            }
-            t += "</tr>";
-        }
-        t + "</tbody></table>"
-    };
-    let list = |items: &[String]| -> String {
-        if items.is_empty() {
-            return "<p>None.</p>".into();
-        }
-        format!("<ul>{}</ul>", items.iter().map(|i| format!("<li>{}</li>", esc(i))).collect::<String>())
-    };
-    let sizing_head = ["resource", "need at peak", "per machine", "machines", "formula", "inputs", "note"];
-    let sizing_vec: Vec<Vec<String>> = sizing_rows.iter().map(|r| r.to_vec()).collect();
-    let html = format!(
+        t += "</tr>";
+    }
+    t + "</tbody></table>"
+}
+
+fn html_list(items: &[String]) -> String {
+    if items.is_empty() {
+        return "<p>None.</p>".into();
+    }
+    format!("<ul>{}</ul>", items.iter().map(|i| format!("<li>{}</li>", esc(i))).collect::<String>())
+}
+
+fn md_table(head: &[&str], rows: &[Vec<String>]) -> String {
+    let cell = |s: &str| s.replace('|', "\\|");
+    let mut t = format!("| {} |\n|{}\n", head.join(" | "), "---|".repeat(head.len()));
+    for r in rows {
+        t += &format!("| {} |\n", r.iter().map(|c| cell(c)).collect::<Vec<_>>().join(" | "));
+    }
+    t
+}
+
+fn md_list(items: &[String]) -> String {
+    if items.is_empty() {
+        "None.\n".into()
+    } else {
+        items.iter().map(|i| format!("- {i}\n")).collect()
+    }
+}
+
+fn html(w: &Workload, plan: &Plan, inputs: &Inputs, t: &Tables, latency_svg: &str, capacity_svg: &str) -> String {
+    format!(
         r#"<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>Capacity plan: {name}</title>
 <style>
@@ -238,58 +292,40 @@ window.addEventListener('load', function () {{
 </body></html>
 "#,
         name = esc(&w.name),
-        summary = esc(&summary),
-        workload = table(&["", "workload"], &workload_rows.iter().map(|r| r.to_vec()).collect::<Vec<_>>(), "workload"),
-        measured = table(&["", "measured"], &measured_rows.iter().map(|r| r.to_vec()).collect::<Vec<_>>(), "measured"),
-        sizing = table(&sizing_head, &sizing_vec, "sizing"),
+        summary = esc(&t.summary),
+        workload = html_table(&["", "workload"], &t.workload, "workload"),
+        measured = html_table(&["", "measured"], &t.measured, "measured"),
+        sizing = html_table(&SIZING_HEAD, &t.sizing, "sizing"),
         machines = plan.machines,
-        util = table(
-            &["resource", "utilisation"],
-            &utilisation.iter().map(|r| r.to_vec()).collect::<Vec<_>>(),
-            "utilisation"
-        ),
+        util = html_table(&["resource", "utilisation"], &t.utilisation, "utilisation"),
         latency_svg = latency_svg,
         capacity_svg = capacity_svg,
-        missing = list(&plan.missing),
-        assumptions = list(&plan.assumptions),
+        missing = html_list(&plan.missing),
+        assumptions = html_list(&plan.assumptions),
         wf = esc(&inputs.workload_file),
         rd = esc(&inputs.results_dir),
         io = esc(inputs.io_file.as_deref().unwrap_or("none")),
         commit = esc(crate::bench::report::commit()),
-    );
+    )
+}
 
-    // Markdown.
-    let md_table = |head: &[&str], rows: &[Vec<String>]| -> String {
-        let cell = |s: &str| s.replace('|', "\\|");
-        let mut t = format!("| {} |\n|{}\n", head.join(" | "), "---|".repeat(head.len()));
-        for r in rows {
-            t += &format!("| {} |\n", r.iter().map(|c| cell(c)).collect::<Vec<_>>().join(" | "));
-        }
-        t
-    };
-    let md_list = |items: &[String]| -> String {
-        if items.is_empty() {
-            "None.\n".into()
-        } else {
-            items.iter().map(|i| format!("- {i}\n")).collect()
-        }
-    };
-    let md = format!(
+fn markdown(w: &Workload, plan: &Plan, inputs: &Inputs, t: &Tables) -> String {
+    format!(
         "# Capacity plan: {name}\n\n**{summary}**\n\n## Workload\n\n{workload}\n## Measured\n\n{measured}\n## Sizing\n\n{sizing}\n## Utilisation at peak with {machines} machine(s)\n\n{util}\n## Plots\n\n![latency against throughput](latency.svg)\n\n![disk capacity over the horizon](capacity.svg)\n\n## Missing measurements\n\n{missing}\n## Assumptions\n\n{assumptions}\nInputs: workload {wf}; results {rd}; disk profile {io}. Generated by shardlog {commit}.\n",
         name = w.name,
-        workload = md_table(&["", "workload"], &workload_rows.iter().map(|r| r.to_vec()).collect::<Vec<_>>()),
-        measured = md_table(&["", "measured"], &measured_rows.iter().map(|r| r.to_vec()).collect::<Vec<_>>()),
-        sizing = md_table(&sizing_head, &sizing_vec),
+        summary = t.summary,
+        workload = md_table(&["", "workload"], &t.workload),
+        measured = md_table(&["", "measured"], &t.measured),
+        sizing = md_table(&SIZING_HEAD, &t.sizing),
         machines = plan.machines,
-        util = md_table(&["resource", "utilisation"], &utilisation.iter().map(|r| r.to_vec()).collect::<Vec<_>>()),
+        util = md_table(&["resource", "utilisation"], &t.utilisation),
         missing = md_list(&plan.missing),
         assumptions = md_list(&plan.assumptions),
         wf = inputs.workload_file,
         rd = inputs.results_dir,
         io = inputs.io_file.as_deref().unwrap_or("none"),
         commit = crate::bench::report::commit(),
-    );
-    Ok(Rendered { html, markdown: md, latency_svg, capacity_svg })
+    )
 }
 
 fn latency_plot(w: &Workload, plan: &Plan, sweep: Option<&SweepSource>) -> Result<String, String> {
