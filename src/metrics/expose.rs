@@ -67,26 +67,53 @@ fn api_name(key: i16) -> String {
 
 impl Collector for Scrape {
     fn encode(&self, mut e: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        self.encode_connections(&mut e)?;
+        self.encode_requests(&mut e)?;
+        self.encode_shard_state(&mut e)?;
+        self.encode_disk(&mut e)?;
+        self.encode_partitions(&mut e)?;
+        self.encode_groups(&mut e)
+    }
+}
+
+fn shard(s: &ShardSnapshot) -> (&'static str, String) {
+    ("shard", s.shard.to_string())
+}
+
+fn counter(v: u64) -> ConstCounter<u64> {
+    ConstCounter::new(v)
+}
+
+fn gauge(v: i64) -> ConstGauge<i64> {
+    ConstGauge::new(v)
+}
+
+impl Scrape {
+    /// Connections and requests being handled.
+    fn encode_connections(&self, e: &mut DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
         let shards = &self.0;
-        let shard = |s: &ShardSnapshot| ("shard", s.shard.to_string());
-        let counter = |v: u64| ConstCounter::new(v);
-        let gauge = |v: i64| ConstGauge::new(v);
         family(
-            &mut e,
+            e,
             "shardlog_connections",
             "Open client connections.",
             MetricType::Gauge,
             shards.iter().map(|s| (l(&[shard(s)]), gauge(s.connections as i64))),
         )?;
         family(
-            &mut e,
+            e,
             "shardlog_requests_in_flight",
             "Requests being handled.",
             MetricType::Gauge,
             shards.iter().map(|s| (l(&[shard(s)]), gauge(s.requests_in_flight as i64))),
         )?;
+        Ok(())
+    }
+
+    /// Requests by API and version, their latency and its split into stages.
+    fn encode_requests(&self, e: &mut DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let shards = &self.0;
         family(
-            &mut e,
+            e,
             "shardlog_requests",
             "Requests handled, by API and version.",
             MetricType::Counter,
@@ -97,7 +124,7 @@ impl Collector for Scrape {
             }),
         )?;
         family(
-            &mut e,
+            e,
             "shardlog_request_latency_seconds",
             "Time from a request's last byte read to its answer being ready.",
             MetricType::Histogram,
@@ -108,7 +135,7 @@ impl Collector for Scrape {
             }),
         )?;
         family(
-            &mut e,
+            e,
             "shardlog_request_total_seconds",
             "Time from a request's size prefix read to its response written: the interval the stages split.",
             MetricType::Histogram,
@@ -117,7 +144,7 @@ impl Collector for Scrape {
             }),
         )?;
         family(
-            &mut e,
+            e,
             "shardlog_request_stage_seconds",
             "Time an answered request spent in each stage (see metrics/stages.rs); the stages add up to shardlog_request_total_seconds.",
             MetricType::Histogram,
@@ -130,7 +157,7 @@ impl Collector for Scrape {
             }),
         )?;
         family(
-            &mut e,
+            e,
             "shardlog_request_stage_seconds_by_total",
             "Seconds spent in each stage by the requests whose total fell in the bucket total_le: the breakdown of the slowest requests.",
             MetricType::Counter,
@@ -151,8 +178,14 @@ impl Collector for Scrape {
                 })
             }),
         )?;
+        Ok(())
+    }
+
+    /// Errors answered, long polls, cross-shard traffic and the batch caches.
+    fn encode_shard_state(&self, e: &mut DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let shards = &self.0;
         family(
-            &mut e,
+            e,
             "shardlog_produce_errors",
             "Partitions answered with an error by Produce, by Kafka error code.",
             MetricType::Counter,
@@ -161,7 +194,7 @@ impl Collector for Scrape {
             }),
         )?;
         family(
-            &mut e,
+            e,
             "shardlog_fetch_errors",
             "Partitions answered with an error by Fetch, by Kafka error code.",
             MetricType::Counter,
@@ -170,42 +203,47 @@ impl Collector for Scrape {
             }),
         )?;
         family(
-            &mut e,
+            e,
             "shardlog_long_poll_waiters",
             "Fetches waiting for data.",
             MetricType::Gauge,
             shards.iter().map(|s| (l(&[shard(s)]), gauge(s.long_poll_waiters as i64))),
         )?;
         family(
-            &mut e,
+            e,
             "shardlog_cross_shard_messages_sent",
             "Requests sent to other shards.",
             MetricType::Counter,
             shards.iter().map(|s| (l(&[shard(s)]), counter(s.cross_shard_sent))),
         )?;
         family(
-            &mut e,
+            e,
             "shardlog_cross_shard_messages_received",
             "Requests received from other shards.",
             MetricType::Counter,
             shards.iter().map(|s| (l(&[shard(s)]), counter(s.cross_shard_received))),
         )?;
         family(
-            &mut e,
+            e,
             "shardlog_cross_shard_queue_depth",
             "Requests sent to other shards and not yet answered.",
             MetricType::Gauge,
             shards.iter().map(|s| (l(&[shard(s)]), gauge(s.cross_shard_outstanding as i64))),
         )?;
         family(
-            &mut e,
+            e,
             "shardlog_batch_cache_bytes",
             "Memory held by the shard's batch caches.",
             MetricType::Gauge,
             shards.iter().map(|s| (l(&[shard(s)]), gauge(s.partitions.iter().map(|p| p.cache_bytes as i64).sum()))),
         )?;
 
-        // Per-shard sums of the partitions' fsync histograms.
+        Ok(())
+    }
+
+    /// Per-shard sums of the partitions' fsync histograms.
+    fn encode_disk(&self, e: &mut DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let shards = &self.0;
         let merged = |f: fn(&super::snapshot::PartitionSnapshot) -> &BucketSnapshot| -> Vec<(usize, BucketSnapshot)> {
             shards
                 .iter()
@@ -221,7 +259,7 @@ impl Collector for Scrape {
         };
         let fsync = merged(|p| &p.fsync_seconds);
         family(
-            &mut e,
+            e,
             "shardlog_fsync_seconds",
             "fdatasync latency of segment files.",
             MetricType::Histogram,
@@ -229,13 +267,19 @@ impl Collector for Scrape {
         )?;
         let group = merged(|p| &p.appends_per_fsync);
         family(
-            &mut e,
+            e,
             "shardlog_group_commit_appends",
             "Appends made durable by one fdatasync (group commit batch size).",
             MetricType::Histogram,
             group.iter().map(|(s, h)| (l(&[("shard", s.to_string())]), ConstHistogram(h))),
         )?;
 
+        Ok(())
+    }
+
+    /// Per-partition counters and gauges.
+    fn encode_partitions(&self, e: &mut DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let shards = &self.0;
         let parts: Vec<(&ShardSnapshot, &super::snapshot::PartitionSnapshot)> =
             shards.iter().flat_map(|s| s.partitions.iter().map(move |p| (s, p))).collect();
         let pl = |s: &ShardSnapshot, p: &super::snapshot::PartitionSnapshot| {
@@ -255,7 +299,7 @@ impl Collector for Scrape {
             ),
         ];
         for (name, help, get) in counters {
-            family(&mut e, name, help, MetricType::Counter, parts.iter().map(|(s, p)| (pl(s, p), counter(get(p)))))?;
+            family(e, name, help, MetricType::Counter, parts.iter().map(|(s, p)| (pl(s, p), counter(get(p)))))?;
         }
         type GetI = fn(&super::snapshot::PartitionSnapshot) -> i64;
         let gauges: [(&str, &str, GetI); 4] = [
@@ -265,25 +309,34 @@ impl Collector for Scrape {
             ("shardlog_partition_segment_bytes", "Bytes in segment files.", |p| p.segment_bytes as i64),
         ];
         for (name, help, get) in gauges {
-            family(&mut e, name, help, MetricType::Gauge, parts.iter().map(|(s, p)| (pl(s, p), gauge(get(p)))))?;
+            family(e, name, help, MetricType::Gauge, parts.iter().map(|(s, p)| (pl(s, p), gauge(get(p)))))?;
         }
 
+        Ok(())
+    }
+
+    /// Committed offsets and lag per group and partition.
+    fn encode_groups(&self, e: &mut DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let shards = &self.0;
         // Lag: the partition's log end (wherever it lives) minus the commit.
-        let ends: BTreeMap<(&str, i32), i64> =
-            parts.iter().map(|(_, p)| ((p.topic.as_str(), p.partition), p.log_end)).collect();
+        let ends: BTreeMap<(&str, i32), i64> = shards
+            .iter()
+            .flat_map(|s| s.partitions.iter())
+            .map(|p| ((p.topic.as_str(), p.partition), p.log_end))
+            .collect();
         let commits: Vec<&(String, String, i32, i64)> = shards.iter().flat_map(|s| s.committed.iter()).collect();
         let gl = |c: &(String, String, i32, i64)| {
             l(&[("group", c.0.clone()), ("topic", c.1.clone()), ("partition", c.2.to_string())])
         };
         family(
-            &mut e,
+            e,
             "shardlog_group_committed_offset",
             "Committed offset per group and partition.",
             MetricType::Gauge,
             commits.iter().map(|c| (gl(c), gauge(c.3))),
         )?;
         family(
-            &mut e,
+            e,
             "shardlog_group_lag",
             "Log end offset minus committed offset, per group and partition.",
             MetricType::Gauge,
