@@ -46,6 +46,9 @@ fn untuned(root: &Path) {
     }
     put(root, "proc/1/comm", "systemd\n");
     put(root, "proc/812/comm", "irqbalance\n");
+    put(root, "proc/78/comm", "kdamond.0\n");
+    put(root, "proc/78/status", "Name:\tkdamond.0\nCpus_allowed:\tf\nCpus_allowed_list:\t0-3\n");
+    put(root, "sys/devices/virtual/workqueue/cpumask", "f\n");
     put(root, "sys/kernel/mm/transparent_hugepage/enabled", "[always] madvise never\n");
     put(root, "proc/sys/vm/swappiness", "60\n");
     put(root, "proc/sys/fs/aio-max-nr", "65536\n");
@@ -128,6 +131,15 @@ fn check_reports_every_untuned_setting_with_exit_code_2() {
     assert_eq!(find(&all, "net.ipv4.tcp_rmem")["changes"][0]["value"], "4096 131072 16777216");
     assert_eq!(status("net.core.somaxconn"), "tune");
     assert_eq!(status("kernel.io_uring_disabled"), "ok");
+    // Unbound kernel threads: the workqueues' cpumask is rewritten to the
+    // IRQ core; kdamond needs taskset (no file to write).
+    let wq = find(&all, "unbound workqueues");
+    assert_eq!(wq["current"], "cpus 0-3");
+    assert_eq!(wq["changes"][0]["value"], "1");
+    let damon = find(&all, "DAMON threads");
+    assert_eq!(damon["status"], "manual");
+    assert_eq!(damon["current"], "78→0-3");
+    assert_eq!(damon["recommended"], "taskset -pc 0 78");
 }
 
 #[test]
@@ -157,6 +169,8 @@ fn a_tuned_host_passes_and_absent_hardware_is_not_an_error() {
         put(root, &format!("proc/irq/{irq}/smp_affinity_list"), "0\n");
     }
     std::fs::remove_file(root.join("proc/812/comm")).unwrap();
+    put(root, "proc/78/status", "Name:\tkdamond.0\nCpus_allowed:\t1\nCpus_allowed_list:\t0\n");
+    put(root, "sys/devices/virtual/workqueue/cpumask", "1\n");
     put(root, "sys/kernel/mm/transparent_hugepage/enabled", "always [madvise] never\n");
     put(root, "proc/sys/vm/swappiness", "1\n");
     put(root, "proc/sys/fs/aio-max-nr", "1048576\n");
@@ -225,7 +239,12 @@ fn apply_sets_what_it_can_and_its_undo_restores_the_host() {
         .filter(|f| f["status"] != "ok" && f["status"] != "absent")
         .map(|f| f["setting"].as_str().unwrap())
         .collect();
-    assert_eq!(open, ["irqbalance", "open files (ulimit -n)", "locked memory (ulimit -l)"], "{after:#?}");
+    assert_eq!(
+        open,
+        ["irqbalance", "DAMON threads (kdamond)", "open files (ulimit -n)", "locked memory (ulimit -l)"],
+        "{after:#?}"
+    );
+    assert_eq!(read(root, "sys/devices/virtual/workqueue/cpumask"), "1");
     // The printed undo commands, run by a shell, restore every value.
     let undo: Vec<String> = v["undo"].as_array().unwrap().iter().map(|c| c.as_str().unwrap().to_string()).collect();
     let status = Command::new("sh").arg("-e").arg("-c").arg(undo.join("\n")).status().unwrap();
@@ -234,6 +253,7 @@ fn apply_sets_what_it_can_and_its_undo_restores_the_host() {
     assert_eq!(read(root, "proc/irq/50/smp_affinity_list"), "0-3");
     assert_eq!(read(root, "sys/block/nvme0n1/queue/scheduler"), "mq-deadline");
     assert_eq!(read(root, "proc/sys/net/ipv4/tcp_wmem"), "4096 16384 4194304");
+    assert_eq!(read(root, "sys/devices/virtual/workqueue/cpumask"), "f");
     assert!(!root.join("etc/security/limits.d/99-shardlog.conf").exists());
 }
 
