@@ -229,7 +229,7 @@ impl Fetcher {
                 .map_err(|e| e.to_string())?;
             let asked = Instant::now();
             nonblocking::write_frame(&mut self.stream, ApiKey::Fetch, self.version, &frame).await?;
-            let Response { correlation_id: got, body: resp } =
+            let Response { correlation_id: got, body: resp, .. } =
                 nonblocking::read_response::<FetchResponse>(&mut self.stream, ApiKey::Fetch, self.version).await?;
             let at = Instant::now();
             if got != correlation {

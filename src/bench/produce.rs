@@ -567,7 +567,7 @@ async fn receive(conn: Rc<Conn>, mut stream: glommio::net::TcpStream, version: i
         let at = Instant::now();
         let quiet = conn.done.get() && conn.queue.borrow().is_empty();
         let (correlation, resp) = match answer {
-            Ok(Response { correlation_id, body }) => (correlation_id, body),
+            Ok(Response { correlation_id, body, .. }) => (correlation_id, body),
             Err(_) if quiet => return,
             Err(e) => {
                 let lost: usize = conn.queue.borrow().iter().map(|f| f.batches.len()).sum();

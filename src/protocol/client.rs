@@ -100,6 +100,9 @@ pub fn response_len(api: ApiKey, version: i16, prefix: [u8; SIZE_PREFIX_BYTES]) 
 pub struct Response<R> {
     pub correlation_id: i32,
     pub body: R,
+    /// Bytes of the frame after the body: none from a broker that answered
+    /// in the version asked. Left to the caller to judge (the tools do not).
+    pub unread_bytes: usize,
 }
 
 /// Decodes one response frame (the bytes after the size prefix) as the
@@ -110,7 +113,7 @@ pub fn decode_response<R: Decodable>(api: ApiKey, version: i16, mut frame: Bytes
     let header =
         ResponseHeader::decode(&mut frame, response_header_version(api, version)).map_err(|e| decode("header", &e))?;
     let body = R::decode(&mut frame, version).map_err(|e| decode("body", &e))?;
-    Ok(Response { correlation_id: header.correlation_id, body })
+    Ok(Response { correlation_id: header.correlation_id, body, unread_bytes: frame.len() })
 }
 
 #[cfg(test)]
@@ -166,7 +169,7 @@ mod tests {
         body.error_code = 35;
         let frame = answer(0, 7, &body, 3);
         let got: Response<ApiVersionsResponse> = decode_response(ApiKey::ApiVersions, 3, frame).unwrap();
-        assert_eq!((got.correlation_id, got.body.error_code), (7, 35));
+        assert_eq!((got.correlation_id, got.body.error_code, got.unread_bytes), (7, 35, 0));
     }
 
     #[test]
@@ -177,6 +180,10 @@ mod tests {
         assert_eq!((got.correlation_id, got.body.throttle_time_ms), (5, 9));
         let got: Response<MetadataResponse> = decode_response(ApiKey::Metadata, 8, answer(0, 6, &body, 8)).unwrap();
         assert_eq!((got.correlation_id, got.body.throttle_time_ms), (6, 9));
+        let mut longer = BytesMut::from(&answer(0, 6, &body, 8)[..]);
+        longer.put_u8(0);
+        let got: Response<MetadataResponse> = decode_response(ApiKey::Metadata, 8, longer.freeze()).unwrap();
+        assert_eq!(got.unread_bytes, 1, "trailing bytes are counted, not dropped silently");
     }
 
     #[test]
