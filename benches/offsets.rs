@@ -20,14 +20,13 @@
 mod common;
 
 use std::{
-    io::{Read, Write},
+    io::Write,
     net::TcpStream,
     path::Path,
     process::{Command, Stdio},
     time::{Duration, Instant},
 };
 
-use bytes::{BufMut, Bytes, BytesMut};
 use hdrhistogram::Histogram;
 use kafka_protocol::{
     messages::{
@@ -36,6 +35,10 @@ use kafka_protocol::{
         *,
     },
     protocol::{Decodable, Encodable, StrBytes},
+};
+use shardlog::{
+    client::{self, read_response, write_request},
+    protocol::client::request_frame,
 };
 use zookeeper_client as zk;
 
@@ -243,7 +246,9 @@ impl ZooKeeper {
     }
 }
 
-/// A blocking connection speaking the Kafka protocol.
+/// A blocking connection speaking the Kafka protocol. Commits are framed
+/// before the clock starts and written as they are, so answers are not
+/// matched to correlation ids here.
 struct Conn {
     stream: TcpStream,
     next: i32,
@@ -251,39 +256,20 @@ struct Conn {
 
 impl Conn {
     fn connect(addr: &str) -> Self {
-        let stream = TcpStream::connect(addr).unwrap();
-        stream.set_nodelay(true).unwrap();
-        Conn { stream, next: 1_000_000 }
+        Conn { stream: client::connect(addr).unwrap_or_else(|e| panic!("{e}")), next: 1_000_000 }
     }
 
     fn call<Req: Encodable, Resp: Decodable>(&mut self, key: ApiKey, version: i16, req: &Req) -> Resp {
         self.next += 1;
-        self.stream.write_all(&frame(key, version, self.next, req)).unwrap();
+        write_request(&mut self.stream, key, version, self.next, Some("bench"), req).unwrap_or_else(|e| panic!("{e}"));
         self.receive(key, version)
     }
 
     fn receive<Resp: Decodable>(&mut self, key: ApiKey, version: i16) -> Resp {
-        let mut len = [0u8; 4];
-        self.stream.read_exact(&mut len).unwrap();
-        let mut buf = vec![0u8; i32::from_be_bytes(len) as usize];
-        self.stream.read_exact(&mut buf).unwrap();
-        let mut bytes = Bytes::from(buf);
-        ResponseHeader::decode(&mut bytes, key.response_header_version(version)).unwrap();
-        Resp::decode(&mut bytes, version).unwrap()
+        read_response(&mut self.stream, key, version).unwrap_or_else(|e| panic!("{e}")).body
     }
 }
 
 fn frame<Req: Encodable>(key: ApiKey, version: i16, correlation: i32, req: &Req) -> Vec<u8> {
-    let mut header = RequestHeader::default();
-    header.request_api_key = key as i16;
-    header.request_api_version = version;
-    header.correlation_id = correlation;
-    header.client_id = Some(StrBytes::from_static_str("bench"));
-    let mut body = BytesMut::new();
-    header.encode(&mut body, key.request_header_version(version)).unwrap();
-    req.encode(&mut body, version).unwrap();
-    let mut out = Vec::with_capacity(body.len() + 4);
-    out.put_i32(body.len() as i32);
-    out.extend_from_slice(&body);
-    out
+    request_frame(key, version, correlation, Some("bench"), req).unwrap_or_else(|e| panic!("{e}")).to_vec()
 }

@@ -10,17 +10,23 @@
 mod common;
 
 use std::{
-    io::{Read, Write},
+    io::Write,
     net::{TcpListener, TcpStream},
     time::{Duration, Instant},
 };
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 use kafka_protocol::{
     messages::*,
-    protocol::{Decodable, Encodable, StrBytes},
+    protocol::{Encodable, StrBytes},
 };
-use shardlog::protocol::record_batch::{encode_batch, Record};
+use shardlog::{
+    client,
+    protocol::{
+        client::{decode_response, request_frame, Response},
+        record_batch::{encode_batch, Record},
+    },
+};
 
 const RECORD_BYTES: usize = 1024;
 const RECORDS_PER_BATCH: usize = 64;
@@ -144,27 +150,14 @@ fn batch() -> Bytes {
 }
 
 fn frame<Req: Encodable>(key: ApiKey, version: i16, req: &Req) -> Vec<u8> {
-    let mut header = RequestHeader::default();
-    header.request_api_key = key as i16;
-    header.request_api_version = version;
-    header.correlation_id = 1;
-    header.client_id = Some(StrBytes::from_static_str("bench"));
-    let mut body = BytesMut::new();
-    header.encode(&mut body, key.request_header_version(version)).unwrap();
-    req.encode(&mut body, version).unwrap();
-    let mut out = Vec::with_capacity(body.len() + 4);
-    out.put_i32(body.len() as i32);
-    out.extend_from_slice(&body);
-    out
+    request_frame(key, version, 1, Some("bench"), req).unwrap_or_else(|e| panic!("{e}")).to_vec()
 }
 
-fn read_frame(s: &mut TcpStream, buf: &mut Vec<u8>) -> usize {
-    let mut len = [0u8; 4];
-    s.read_exact(&mut len).unwrap();
-    let n = i32::from_be_bytes(len) as usize;
-    buf.resize(n, 0);
-    s.read_exact(buf).unwrap();
-    n + 4
+/// Reads one frame (of `key` at `version`, for errors) into `buf`; returns
+/// its size with the size prefix.
+fn read_frame(s: &mut TcpStream, key: ApiKey, version: i16, buf: &mut Vec<u8>) -> usize {
+    client::read_frame(s, key, version, buf).unwrap_or_else(|e| panic!("{e}"));
+    buf.len() + 4
 }
 
 fn create_topic(addr: &str, name: &str, segment_bytes: Option<usize>) {
@@ -182,7 +175,7 @@ fn create_topic(addr: &str, name: &str, segment_bytes: Option<usize>) {
     req.topics.push(t);
     let mut s = TcpStream::connect(addr).unwrap();
     s.write_all(&frame(ApiKey::CreateTopics, 7, &req)).unwrap();
-    read_frame(&mut s, &mut Vec::new());
+    read_frame(&mut s, ApiKey::CreateTopics, 7, &mut Vec::new());
 }
 
 fn produce_frame(topic: &str, batch: &Bytes, acks: i16) -> Vec<u8> {
@@ -212,8 +205,10 @@ fn run_produce(addr: &str, frame: &[u8], count: usize) -> (usize, Duration, usiz
             s.write_all(frame).unwrap();
             sent += 1;
         }
-        response_len = read_frame(&mut s, &mut buf);
-        let resp = ProduceResponse::decode(&mut Bytes::from(buf[5..].to_vec()), 9).unwrap();
+        response_len = read_frame(&mut s, ApiKey::Produce, 9, &mut buf);
+        let resp: Response<ProduceResponse> =
+            decode_response(ApiKey::Produce, 9, Bytes::copy_from_slice(&buf)).unwrap_or_else(|e| panic!("{e}"));
+        let resp = resp.body;
         let pr = &resp.responses[0].partition_responses[0];
         assert_eq!(pr.error_code, 0, "produce failed: {:?}", pr.error_message);
         received += 1;
@@ -235,7 +230,7 @@ fn raw_round_trips(frame: &[u8], response_len: usize, count: usize) -> (usize, D
         response[..4].copy_from_slice(&((response_len - 4) as i32).to_be_bytes());
         let mut buf = Vec::new();
         for _ in 0..count {
-            read_frame(&mut s, &mut buf);
+            read_frame(&mut s, ApiKey::Produce, 9, &mut buf);
             s.write_all(&response).unwrap();
         }
     });
@@ -249,7 +244,7 @@ fn raw_round_trips(frame: &[u8], response_len: usize, count: usize) -> (usize, D
             s.write_all(frame).unwrap();
             sent += 1;
         }
-        read_frame(&mut s, &mut buf);
+        read_frame(&mut s, ApiKey::Produce, 9, &mut buf);
         received += 1;
     }
     let elapsed = start.elapsed();
@@ -282,7 +277,7 @@ fn run_fetch(addr: &str, topic: &str, from: i64) -> (usize, Duration, Vec<usize>
         req.max_wait_ms = 0;
         req.topics.push(ft);
         s.write_all(&frame(ApiKey::Fetch, 12, &req)).unwrap();
-        let size = read_frame(&mut s, &mut buf);
+        let size = read_frame(&mut s, ApiKey::Fetch, 12, &mut buf);
         // Find the records in place, as a consumer that cares about speed
         // would; the raw baseline's client does not decode either.
         let records = records_in_fetch_v12(&buf);
@@ -349,7 +344,7 @@ fn raw_fetch(sizes: &[usize]) -> (usize, Duration) {
         let mut response = vec![7u8; biggest];
         let mut buf = Vec::new();
         for size in plan {
-            read_frame(&mut s, &mut buf);
+            read_frame(&mut s, ApiKey::Fetch, 12, &mut buf);
             response[..4].copy_from_slice(&((size - 4) as i32).to_be_bytes());
             s.write_all(&response[..size]).unwrap();
         }
@@ -362,7 +357,7 @@ fn raw_fetch(sizes: &[usize]) -> (usize, Duration) {
     let start = Instant::now();
     for _ in sizes {
         s.write_all(&request).unwrap();
-        bytes += read_frame(&mut s, &mut buf);
+        bytes += read_frame(&mut s, ApiKey::Fetch, 12, &mut buf);
     }
     let elapsed = start.elapsed();
     server.join().unwrap();

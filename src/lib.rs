@@ -6,6 +6,7 @@
 
 pub mod bench;
 pub mod cli;
+pub mod client;
 pub mod groups;
 pub mod iotune;
 pub mod limits;

@@ -22,6 +22,14 @@ pub const REQUESTS_IN_FLIGHT_MAX: usize = 16;
 /// stops reading holds a bounded amount of memory.
 pub const FETCH_RESPONSE_BYTES_MAX: usize = 55 << 20;
 
+/// Largest response our own clients (the command-line tools, `bench`, the
+/// tests and benches) read: well above any Fetch answer a broker sends them
+/// (ours caps at `FETCH_RESPONSE_BYTES_MAX`, Kafka's at the `fetch.max.bytes`
+/// the client asks, 50 MiB by default), low enough that a stream out of step,
+/// whose "size" is four bytes of something else, fails at once rather than
+/// allocating gigabytes.
+pub const CLIENT_RESPONSE_BYTES_MAX: usize = 256 << 20;
+
 /// Largest single DMA write when queued appends are flushed together. Bounds
 /// the aligned staging buffer; a lone batch larger than this is written alone.
 pub const WRITE_BYTES_MAX: usize = 4 << 20;

@@ -15,6 +15,7 @@ use common::{broker::Broker, free_batch_bytes, wire::*, Rng};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, FetchResponse, MetadataRequest, MetadataResponse,
 };
+use shardlog::client::read_frame;
 
 fn raw(addr: &str, bytes: &[u8]) -> TcpStream {
     let mut s = TcpStream::connect(addr).unwrap();
@@ -84,10 +85,8 @@ fn bad_input_closes_only_that_connection_and_loses_nothing() {
     let resp: ApiVersionsResponse = w2.call(ApiKey::ApiVersions, 0, &ApiVersionsRequest::default());
     assert_eq!(resp.error_code, 0);
     let mut s = raw(&addr, &frame(18, 77, &[]));
-    let mut len = [0u8; 4];
-    s.read_exact(&mut len).unwrap();
-    let mut body = vec![0u8; i32::from_be_bytes(len) as usize];
-    s.read_exact(&mut body).unwrap();
+    let mut body = Vec::new();
+    read_frame(&mut s, ApiKey::ApiVersions, 77, &mut body).unwrap();
     assert_eq!(i16::from_be_bytes([body[4], body[5]]), 35, "UNSUPPORTED_VERSION with the key list");
 
     // Produce v0–v2 are advertised but refused per partition.
@@ -101,9 +100,7 @@ fn bad_input_closes_only_that_connection_and_loses_nothing() {
     v1.extend_from_slice(&0i32.to_be_bytes());
     v1.extend_from_slice(&0i32.to_be_bytes()); // empty message set
     let mut s = raw(&addr, &frame(0, 1, &v1));
-    s.read_exact(&mut len).unwrap();
-    let mut body = vec![0u8; i32::from_be_bytes(len) as usize];
-    s.read_exact(&mut body).unwrap();
+    read_frame(&mut s, ApiKey::Produce, 1, &mut body).unwrap();
     // correlation, topics(1), name, partitions(1), index, error
     let error_at = 4 + 4 + 2 + 4 + 4 + 4;
     assert_eq!(i16::from_be_bytes([body[error_at], body[error_at + 1]]), 35);

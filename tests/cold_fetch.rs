@@ -8,16 +8,17 @@ mod common;
 
 use std::{collections::BTreeMap, io::Read, time::Duration};
 
-use bytes::{Buf, Bytes};
+use bytes::Bytes;
 use common::{broker::Broker, random_batch, wire::*, Rng};
 use kafka_protocol::{
     messages::{
         create_topics_request::{CreatableTopic, CreatableTopicConfig},
         ApiKey, ApiVersionsRequest, ApiVersionsResponse, CreateTopicsRequest, CreateTopicsResponse, FetchRequest,
-        FetchResponse, ResponseHeader,
+        FetchResponse,
     },
-    protocol::{Decodable, StrBytes},
+    protocol::StrBytes,
 };
+use shardlog::protocol::client::{decode_response, response_len, Response};
 
 const TOPIC: &str = "cold";
 const PARTITIONS: i32 = 4;
@@ -171,7 +172,7 @@ fn check_batches(sent: &Sent, partition: i32, records: &[u8]) -> Vec<i64> {
 fn read_slowly(stream: &mut std::net::TcpStream) -> FetchResponse {
     let mut len = [0u8; 4];
     stream.read_exact(&mut len).unwrap();
-    let size = i32::from_be_bytes(len) as usize;
+    let size = response_len(ApiKey::Fetch, 12, len).unwrap();
     let mut buf = vec![0u8; size];
     let mut at = 0;
     let mut reads = 0;
@@ -184,11 +185,9 @@ fn read_slowly(stream: &mut std::net::TcpStream) -> FetchResponse {
             std::thread::sleep(Duration::from_millis(30));
         }
     }
-    let mut bytes = Bytes::from(buf);
-    ResponseHeader::decode(&mut bytes, 1).unwrap();
-    let resp = FetchResponse::decode(&mut bytes, 12).unwrap();
-    assert!(!bytes.has_remaining());
-    resp
+    let resp: Response<FetchResponse> = decode_response(ApiKey::Fetch, 12, Bytes::from(buf)).unwrap();
+    assert_eq!(resp.unread_bytes, 0);
+    resp.body
 }
 
 /// A connection whose receive buffer is small, so the broker's send buffer

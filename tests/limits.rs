@@ -152,16 +152,7 @@ fn a_consumer_that_stops_reading_holds_bounded_memory() {
     for i in 0..100_000 {
         let mut req = fetch_request("flood", &[(0, (i % 20) * 64)], 0, 1);
         req.topics[0].partitions[0].partition_max_bytes = 8 << 20;
-        let mut body = bytes::BytesMut::new();
-        use kafka_protocol::protocol::Encodable;
-        let mut header = kafka_protocol::messages::RequestHeader::default();
-        header.request_api_key = ApiKey::Fetch as i16;
-        header.request_api_version = 12;
-        header.correlation_id = i as i32;
-        header.encode(&mut body, ApiKey::Fetch.request_header_version(12)).unwrap();
-        req.encode(&mut body, 12).unwrap();
-        let mut frame = (body.len() as i32).to_be_bytes().to_vec();
-        frame.extend_from_slice(&body);
+        let frame = shardlog::protocol::client::request_frame(ApiKey::Fetch, 12, i as i32, Some(""), &req).unwrap();
         use std::io::Write;
         if slow.stream.write_all(&frame).is_err() {
             break;

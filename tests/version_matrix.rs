@@ -18,7 +18,7 @@ mod common;
 
 use std::{
     collections::{BTreeMap, BTreeSet},
-    io::{Read, Write},
+    io::Write,
     panic::{catch_unwind, AssertUnwindSafe},
 };
 
@@ -542,10 +542,8 @@ fn produce_old(w: &mut Wire, v: i16) {
     frame.put_i32(body.len() as i32);
     frame.put_slice(&body);
     w.stream.write_all(&frame).unwrap();
-    let mut len = [0u8; 4];
-    w.stream.read_exact(&mut len).unwrap();
-    let mut resp = vec![0u8; i32::from_be_bytes(len) as usize];
-    w.stream.read_exact(&mut resp).unwrap();
+    let mut resp = Vec::new();
+    shardlog::client::read_frame(&mut w.stream, ApiKey::Produce, v, &mut resp).unwrap();
     let be16 = |at: usize| i16::from_be_bytes([resp[at], resp[at + 1]]);
     let be32 = |at: usize| i32::from_be_bytes(resp[at..at + 4].try_into().unwrap());
     assert_eq!(be32(0), 1, "correlation id");

@@ -1,26 +1,23 @@
 //! Talking to the broker under test before and around the run: version
-//! negotiation, topic creation, partition leaders, offsets; and the framing
-//! the load connections share. Any Kafka-compatible broker, one or many
-//! nodes: each partition's records go to its leader.
+//! negotiation, topic creation, partition leaders, offsets. Any
+//! Kafka-compatible broker, one or many nodes: each partition's records go
+//! to its leader. The framing is `protocol::client`'s, over `crate::client`.
 
 use std::{
     collections::BTreeMap,
-    io::{Read, Write},
-    net::TcpStream,
     time::{Duration, Instant},
 };
 
-use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::{
     messages::{
         create_topics_request::CreatableTopic, metadata_request::MetadataRequestTopic, ApiKey, ApiVersionsRequest,
         ApiVersionsResponse, CreateTopicsRequest, CreateTopicsResponse, ListOffsetsResponse, MetadataRequest,
-        MetadataResponse, RequestHeader, ResponseHeader, TopicName,
+        MetadataResponse, TopicName,
     },
-    protocol::{Decodable, Encodable, StrBytes},
+    protocol::StrBytes,
 };
 
-use crate::cli::client::Client;
+use crate::client::{list_offsets_request, Client};
 
 pub const CLIENT_ID: &str = "shardlog-bench";
 
@@ -100,7 +97,7 @@ pub fn prepare_topic(
     replication: i16,
     configs: &[(String, String)],
 ) -> Result<Layout, String> {
-    let mut client = Client::connect(bootstrap)?;
+    let mut client = Client::connect(bootstrap, CLIENT_ID)?;
     let versions = negotiate(&mut client)?;
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut created = false;
@@ -179,8 +176,8 @@ fn create_topic(
 pub fn offsets(layout: &Layout, topic: &str, which: i64) -> Result<BTreeMap<i32, i64>, String> {
     let mut out = BTreeMap::new();
     for (addr, partitions) in layout.by_leader() {
-        let mut client = Client::connect(&addr)?;
-        let req = crate::cli::client::list_offsets_request(topic, partitions.iter().copied(), which);
+        let mut client = Client::connect(&addr, CLIENT_ID)?;
+        let req = list_offsets_request(topic, partitions.iter().copied(), which);
         let resp: ListOffsetsResponse = client.call(ApiKey::ListOffsets, layout.versions.list_offsets, &req)?;
         for t in resp.topics {
             for p in t.partitions {
@@ -192,82 +189,4 @@ pub fn offsets(layout: &Layout, topic: &str, which: i64) -> Result<BTreeMap<i32,
         }
     }
     Ok(out)
-}
-
-/// One request frame: size, header, body.
-pub fn frame<R: Encodable>(key: ApiKey, version: i16, correlation: i32, request: &R) -> Result<BytesMut, String> {
-    let mut header = RequestHeader::default();
-    header.request_api_key = key as i16;
-    header.request_api_version = version;
-    header.correlation_id = correlation;
-    header.client_id = Some(StrBytes::from_static_str(CLIENT_ID));
-    let mut out = BytesMut::with_capacity(256);
-    out.put_i32(0);
-    header.encode(&mut out, key.request_header_version(version)).map_err(|e| format!("{key:?} header: {e}"))?;
-    request.encode(&mut out, version).map_err(|e| format!("{key:?} v{version}: {e}"))?;
-    let len = (out.len() - 4) as i32;
-    out[0..4].copy_from_slice(&len.to_be_bytes());
-    Ok(out)
-}
-
-pub fn write_frame(stream: &mut TcpStream, frame: &[u8]) -> std::io::Result<()> {
-    stream.write_all(frame)
-}
-
-/// Reads one response frame and decodes it; returns its correlation id.
-pub fn read_response<R: Decodable>(stream: &mut TcpStream, key: ApiKey, version: i16) -> Result<(i32, R), String> {
-    let mut len = [0u8; 4];
-    stream.read_exact(&mut len).map_err(|e| format!("reading a {key:?} answer: {e}"))?;
-    let mut buf = vec![0u8; frame_len(len, key)?];
-    stream.read_exact(&mut buf).map_err(|e| format!("reading a {key:?} answer: {e}"))?;
-    decode_response(buf, key, version)
-}
-
-/// `read_response` for the load cores' non-blocking sockets.
-pub async fn read_response_async<R: Decodable>(
-    stream: &mut (impl futures_lite::AsyncRead + Unpin),
-    key: ApiKey,
-    version: i16,
-) -> Result<(i32, R), String> {
-    use futures_lite::AsyncReadExt;
-    let mut len = [0u8; 4];
-    stream.read_exact(&mut len).await.map_err(|e| format!("reading a {key:?} answer: {e}"))?;
-    let mut buf = vec![0u8; frame_len(len, key)?];
-    stream.read_exact(&mut buf).await.map_err(|e| format!("reading a {key:?} answer: {e}"))?;
-    decode_response(buf, key, version)
-}
-
-/// `write_frame` for the load cores' non-blocking sockets.
-pub async fn write_frame_async(
-    stream: &mut (impl futures_lite::AsyncWrite + Unpin),
-    frame: &[u8],
-) -> std::io::Result<()> {
-    futures_lite::AsyncWriteExt::write_all(stream, frame).await
-}
-
-fn frame_len(len: [u8; 4], key: ApiKey) -> Result<usize, String> {
-    let len = i32::from_be_bytes(len);
-    if !(0..=256 << 20).contains(&len) {
-        return Err(format!("a {key:?} answer claims {len} bytes"));
-    }
-    Ok(len as usize)
-}
-
-fn decode_response<R: Decodable>(buf: Vec<u8>, key: ApiKey, version: i16) -> Result<(i32, R), String> {
-    let mut bytes = Bytes::from(buf);
-    let header = ResponseHeader::decode(&mut bytes, key.response_header_version(version))
-        .map_err(|e| format!("{key:?} answer header: {e}"))?;
-    let body = R::decode(&mut bytes, version).map_err(|e| format!("{key:?} v{version} answer: {e}"))?;
-    Ok((header.correlation_id, body))
-}
-
-/// Hands a connected socket to the load core's executor (call it there).
-pub fn to_glommio(stream: TcpStream) -> glommio::net::TcpStream {
-    glommio::net::TcpStream::from(socket2::Socket::from(stream))
-}
-
-pub fn connect(addr: &str) -> Result<TcpStream, String> {
-    let stream = TcpStream::connect(addr).map_err(|e| format!("cannot connect to {addr}: {e}"))?;
-    stream.set_nodelay(true).map_err(|e| format!("{addr}: {e}"))?;
-    Ok(stream)
 }

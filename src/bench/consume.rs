@@ -22,13 +22,19 @@ use kafka_protocol::{
 };
 
 use super::{
-    cluster::{self, Layout},
+    cluster::{Layout, CLIENT_ID},
     engine::Job,
     measure::{record, Arrival, ConsumeCounts},
     payload::Stamp,
     Clock,
 };
-use crate::protocol::record_batch::{read_records, BatchHeader};
+use crate::{
+    client::{self, nonblocking},
+    protocol::{
+        client::{request_frame, Response},
+        record_batch::{read_records, BatchHeader},
+    },
+};
 
 /// How records are checked.
 #[derive(Debug, Clone, Copy)]
@@ -131,7 +137,7 @@ pub fn plan(
     let mut readers = Vec::new();
     let mut jobs: Vec<Job> = Vec::new();
     for (addr, partitions) in leaders {
-        let stream = cluster::connect(&addr)?;
+        let stream = client::connect(&addr)?;
         let positions: BTreeMap<i32, i64> =
             partitions.iter().map(|p| (*p, start.get(p).copied().unwrap_or(0))).collect();
         let reader = Arc::new(Reader {
@@ -147,7 +153,7 @@ pub fn plan(
                 let _alive = alive;
                 let fetcher = Fetcher {
                     reader,
-                    stream: cluster::to_glommio(stream),
+                    stream: nonblocking::to_glommio(stream),
                     topic: TopicName(StrBytes::from_string(topic)),
                     version,
                     check,
@@ -219,11 +225,12 @@ impl Fetcher {
             req.session_epoch = -1;
             req.topics = vec![topic];
             correlation = correlation.wrapping_add(1);
-            let frame = cluster::frame(ApiKey::Fetch, self.version, correlation, &req)?;
+            let frame = request_frame(ApiKey::Fetch, self.version, correlation, Some(CLIENT_ID), &req)
+                .map_err(|e| e.to_string())?;
             let asked = Instant::now();
-            cluster::write_frame_async(&mut self.stream, &frame).await.map_err(|e| format!("sending a fetch: {e}"))?;
-            let (got, resp): (i32, FetchResponse) =
-                cluster::read_response_async(&mut self.stream, ApiKey::Fetch, self.version).await?;
+            nonblocking::write_frame(&mut self.stream, ApiKey::Fetch, self.version, &frame).await?;
+            let Response { correlation_id: got, body: resp, .. } =
+                nonblocking::read_response::<FetchResponse>(&mut self.stream, ApiKey::Fetch, self.version).await?;
             let at = Instant::now();
             if got != correlation {
                 return Err(format!("fetch answer {got} where {correlation} was due"));

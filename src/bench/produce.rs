@@ -34,12 +34,16 @@ use kafka_protocol::{
 };
 
 use super::{
-    cluster::{self, Layout},
+    cluster::{Layout, CLIENT_ID},
     engine::{Job, Notify},
     measure::{record, ProduceCounts},
     payload::{key_text, partition_for_key, BatchBuilder, Pending},
     schedule::Schedule,
     Clock, Workload,
+};
+use crate::{
+    client::{self, nonblocking},
+    protocol::client::{request_frame, Response},
 };
 
 /// Records waiting for admission beyond this many mean the broker is far
@@ -132,7 +136,7 @@ pub fn plan(w: &Workload, layout: &Layout, clock: Clock) -> Result<(ProduceRun, 
                 if parts.is_empty() {
                     continue;
                 }
-                let stream = cluster::connect(&addr)?;
+                let stream = client::connect(&addr)?;
                 let lane = Arc::new(Lane { addr: addr.clone(), counts: Mutex::new(ProduceCounts::default()) });
                 lanes.push(lane.clone());
                 mine.push((lane, parts, stream));
@@ -237,11 +241,16 @@ impl Sender {
                 done: Cell::new(false),
             });
             if w.acks != 0 {
-                let receiver =
-                    receive(conn.clone(), cluster::to_glommio(reader), layout.versions.produce, wake.clone(), clock);
+                let receiver = receive(
+                    conn.clone(),
+                    nonblocking::to_glommio(reader),
+                    layout.versions.produce,
+                    wake.clone(),
+                    clock,
+                );
                 glommio::spawn_local(receiver).detach();
             }
-            conns.push((conn, cluster::to_glommio(stream)));
+            conns.push((conn, nonblocking::to_glommio(stream)));
         }
         let mut pending: Vec<(usize, VecDeque<Pending>, usize)> =
             (0..w.partitions).map(|_| (usize::MAX, VecDeque::new(), 0)).collect();
@@ -480,7 +489,8 @@ impl Sender {
         req.timeout_ms = 30_000;
         req.topic_data = vec![topic];
         self.correlation = self.correlation.wrapping_add(1);
-        let frame = cluster::frame(ApiKey::Produce, self.version, self.correlation, &req)?;
+        let frame = request_frame(ApiKey::Produce, self.version, self.correlation, Some(CLIENT_ID), &req)
+            .map_err(|e| e.to_string())?;
         let (conn, stream) = &mut self.conns[i];
         let count: u64 = batches.iter().map(|(_, r, _)| r.len() as u64).sum();
         conn.lane.counts.lock().expect("counts lock").sent += count;
@@ -492,7 +502,7 @@ impl Sender {
             conn.queue.borrow_mut().push_back(InFlight { correlation: self.correlation, sent, batches });
             None
         };
-        let written = cluster::write_frame_async(stream, &frame).await;
+        let written = nonblocking::write_frame(stream, ApiKey::Produce, self.version, &frame).await;
         // A write that waits a millisecond or more waited for the broker to
         // read (a full socket buffer), not for the copy.
         let took = sent.elapsed();
@@ -501,7 +511,7 @@ impl Sender {
         }
         if let Err(e) = written {
             conn.broken.set(true);
-            return Err(format!("{}: sending a produce request: {e}", conn.lane.addr));
+            return Err(format!("{}: {e}", conn.lane.addr));
         }
         if let Some(batches) = done_when_written {
             let (mut c, done) = (conn.lane.counts.lock().expect("counts lock"), Instant::now());
@@ -553,11 +563,11 @@ pub(crate) fn acknowledge(
 async fn receive(conn: Rc<Conn>, mut stream: glommio::net::TcpStream, version: i16, wake: Rc<Notify>, clock: Clock) {
     let lane = &conn.lane;
     loop {
-        let answer = cluster::read_response_async::<ProduceResponse>(&mut stream, ApiKey::Produce, version).await;
+        let answer = nonblocking::read_response::<ProduceResponse>(&mut stream, ApiKey::Produce, version).await;
         let at = Instant::now();
         let quiet = conn.done.get() && conn.queue.borrow().is_empty();
         let (correlation, resp) = match answer {
-            Ok(a) => a,
+            Ok(Response { correlation_id, body, .. }) => (correlation_id, body),
             Err(_) if quiet => return,
             Err(e) => {
                 let lost: usize = conn.queue.borrow().iter().map(|f| f.batches.len()).sum();

@@ -15,10 +15,10 @@ use kafka_protocol::{
     protocol::{Decodable, StrBytes},
 };
 
-use crate::cli::client::Client;
+use crate::{cli::CLIENT_ID, client::Client};
 
 pub fn list(bootstrap: &str) -> Result<(), String> {
-    let mut c = Client::connect(bootstrap)?;
+    let mut c = Client::connect(bootstrap, CLIENT_ID)?;
     let groups = list_groups(&mut c)?;
     println!("{:<40} {:<20} {}", "GROUP", "STATE", "PROTOCOL-TYPE");
     for (name, state, protocol_type) in groups {
@@ -42,7 +42,7 @@ fn list_groups(c: &mut Client) -> Result<Vec<(String, String, String)>, String> 
 }
 
 pub fn describe(bootstrap: &str, group: Option<&str>) -> Result<(), String> {
-    let mut c = Client::connect(bootstrap)?;
+    let mut c = Client::connect(bootstrap, CLIENT_ID)?;
     let names: Vec<String> = match group {
         Some(g) => vec![g.to_string()],
         None => list_groups(&mut c)?.into_iter().map(|(n, _, _)| n).collect(),

@@ -1,7 +1,6 @@
 //! The `shardlog` command line. Only this layer parses arguments, installs
 //! the logger and starts executors.
 
-pub(crate) mod client;
 mod groups;
 mod offsets;
 mod topics;
@@ -14,6 +13,9 @@ use crate::{
     protocol::record_batch::BatchHeader,
     storage::{Clock, Faults, LogConfig, PartitionLog, PartitionName},
 };
+
+/// The client id the command-line tools' requests carry.
+const CLIENT_ID: &str = "shardlog-cli";
 
 #[derive(Parser, Debug)]
 #[command(name = "shardlog", version, about = "Kafka-compatible broker, thread-per-core on io_uring")]

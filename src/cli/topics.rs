@@ -18,7 +18,7 @@ use kafka_protocol::{
 };
 use serde_json::{json, Value};
 
-use crate::cli::client::Client;
+use crate::{cli::CLIENT_ID, client::Client};
 
 /// Kafka's config source for a value set on the topic itself.
 const SOURCE_DYNAMIC_TOPIC: i8 = 1;
@@ -56,11 +56,11 @@ fn metadata(c: &mut Client, topics: Option<&[&str]>) -> Result<MetadataResponse,
             })
             .collect()
     });
-    c.call(ApiKey::Metadata, 12, &req)
+    Ok(c.call(ApiKey::Metadata, 12, &req)?)
 }
 
 pub fn list(bootstrap: &str) -> Result<(), String> {
-    let mut c = Client::connect(bootstrap)?;
+    let mut c = Client::connect(bootstrap, CLIENT_ID)?;
     let meta = metadata(&mut c, None)?;
     let mut rows: Vec<(String, usize, bool)> = meta
         .topics
@@ -82,7 +82,7 @@ pub fn create(
     replicas: i16,
     configs: &[(String, String)],
 ) -> Result<(), String> {
-    let mut c = Client::connect(bootstrap)?;
+    let mut c = Client::connect(bootstrap, CLIENT_ID)?;
     let mut req = CreateTopicsRequest::default();
     req.timeout_ms = 30_000;
     for name in names {
@@ -117,7 +117,7 @@ pub fn create(
 }
 
 pub fn delete(bootstrap: &str, names: &[String]) -> Result<(), String> {
-    let mut c = Client::connect(bootstrap)?;
+    let mut c = Client::connect(bootstrap, CLIENT_ID)?;
     let mut req = DeleteTopicsRequest::default();
     req.topic_names = names.iter().map(|n| TopicName(str(n))).collect();
     req.timeout_ms = 30_000;
@@ -145,7 +145,7 @@ pub fn alter(
     set: &[(String, String)],
     unset: &[String],
 ) -> Result<(), String> {
-    let mut c = Client::connect(bootstrap)?;
+    let mut c = Client::connect(bootstrap, CLIENT_ID)?;
     if let Some(count) = partitions {
         let mut t = CreatePartitionsTopic::default();
         t.name = TopicName(str(name));
@@ -186,7 +186,7 @@ pub fn alter(
 /// Partitions with leader and offsets, and the topic's configs (those set
 /// on it, or every one with `all_configs`).
 pub fn describe(bootstrap: &str, name: &str, all_configs: bool, as_json: bool) -> Result<(), String> {
-    let mut c = Client::connect(bootstrap)?;
+    let mut c = Client::connect(bootstrap, CLIENT_ID)?;
     let meta = metadata(&mut c, Some(&[name]))?;
     let topic = meta.topics.first().ok_or_else(|| format!("no metadata for topic {name}"))?;
     check("describing", name, topic.error_code, None)?;
@@ -225,7 +225,7 @@ pub fn describe(bootstrap: &str, name: &str, all_configs: bool, as_json: bool) -
 }
 
 fn offsets(c: &mut Client, name: &str, partitions: &[(i32, i32)], which: i64) -> Result<Vec<i64>, String> {
-    let req = crate::cli::client::list_offsets_request(name, partitions.iter().map(|&(p, _)| p), which);
+    let req = crate::client::list_offsets_request(name, partitions.iter().map(|&(p, _)| p), which);
     let resp: ListOffsetsResponse = c.call(ApiKey::ListOffsets, 5, &req)?;
     let answered: Vec<(i32, i64)> =
         resp.topics.iter().flat_map(|t| t.partitions.iter()).map(|p| (p.partition_index, p.offset)).collect();

@@ -1,17 +1,16 @@
 //! A minimal blocking Kafka client over std TCP, using the protocol crate's
-//! message types, for tests that need exact control of requests.
+//! message types, for tests that need exact control of requests. The
+//! framing is shardlog's `client`; this keeps the socket public so tests can
+//! also write raw bytes to it.
 
-use std::{
-    io::{Read, Write},
-    net::TcpStream,
-    time::Duration,
-};
+use std::{io::Read, net::TcpStream, time::Duration};
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{Buf, Bytes};
 use kafka_protocol::{
     messages::*,
     protocol::{Decodable, Encodable, StrBytes},
 };
+use shardlog::client::{read_response, write_request};
 
 pub struct Wire {
     pub stream: TcpStream,
@@ -41,18 +40,8 @@ impl Wire {
 
     pub fn send<Req: Encodable>(&mut self, key: ApiKey, version: i16, request: &Req) {
         self.correlation += 1;
-        let mut header = RequestHeader::default();
-        header.request_api_key = key as i16;
-        header.request_api_version = version;
-        header.correlation_id = self.correlation;
-        header.client_id = Some(StrBytes::from_static_str("shardlog-test"));
-        let mut body = BytesMut::new();
-        header.encode(&mut body, key.request_header_version(version)).unwrap();
-        request.encode(&mut body, version).unwrap();
-        let mut frame = BytesMut::with_capacity(body.len() + 4);
-        frame.put_i32(body.len() as i32);
-        frame.put_slice(&body);
-        self.stream.write_all(&frame).unwrap();
+        write_request(&mut self.stream, key, version, self.correlation, Some("shardlog-test"), request)
+            .unwrap_or_else(|e| panic!("{e}"));
     }
 
     /// Sends a request the broker does not answer (Produce with acks=0).
@@ -62,16 +51,10 @@ impl Wire {
     }
 
     pub fn receive<Resp: Decodable>(&mut self, key: ApiKey, version: i16) -> Resp {
-        let mut len = [0u8; 4];
-        self.stream.read_exact(&mut len).expect("response length");
-        let mut buf = vec![0u8; i32::from_be_bytes(len) as usize];
-        self.stream.read_exact(&mut buf).expect("response body");
-        let mut bytes = Bytes::from(buf);
-        let header_version = if key == ApiKey::ApiVersions { 0 } else { key.response_header_version(version) };
-        let header = ResponseHeader::decode(&mut bytes, header_version).unwrap();
+        let response = read_response(&mut self.stream, key, version).unwrap_or_else(|e| panic!("{e}"));
         self.answered += 1;
-        assert_eq!(header.correlation_id, self.answered, "responses come back in order");
-        Resp::decode(&mut bytes, version).unwrap()
+        assert_eq!(response.correlation_id, self.answered, "responses come back in order");
+        response.body
     }
 
     /// Like `is_closed`, with a short wait: for a connection that may be
