@@ -10,34 +10,20 @@
 
 mod common;
 
-use std::{
-    collections::BTreeSet,
-    process::Command,
-    time::{Duration, Instant},
+use std::{collections::BTreeSet, process::Command, time::Duration};
+
+use common::{
+    broker::Broker,
+    child::Lines,
+    consumer_cli::{
+        assert_read_from_the_end, no_encode_errors, produce, produce_while_running, setup, Record, PARTITIONS,
+    },
+    wire::Wire,
 };
 
-use common::{broker::Broker, child::Lines, wire::Wire};
-
-const PARTITIONS: i32 = 2;
-const CONFIG: &str = "group_initial_rebalance_delay_ms = 0\n";
 const RUN_TIMEOUT: Duration = Duration::from_secs(60);
 /// One record per line: partition, offset, value.
 const FORMAT: &str = "%p %o %s\\n";
-
-type Record = (i32, i64, String);
-
-fn setup(topic: &str) -> (tempfile::TempDir, Broker) {
-    let dir = common::tempdir().unwrap();
-    let broker = Broker::start_with_config(&dir.path().join("data"), 1, CONFIG, &[]);
-    let mut w = Wire::connect(&broker.bootstrap());
-    assert_eq!(common::wire::create_topic(&mut w, topic, PARTITIONS), 0);
-    (dir, broker)
-}
-
-fn produce(broker: &Broker, topic: &str, prefix: &str, n: usize) -> Vec<Record> {
-    let records: Vec<(i32, String)> = (0..n).map(|i| ((i % 2) as i32, format!("{prefix}-{i}"))).collect();
-    common::produce::produce(&broker.bootstrap(), topic, &records)
-}
 
 fn kcat(broker: &Broker, args: &[&str]) -> Lines {
     let mut cmd = Command::new("kcat");
@@ -66,11 +52,6 @@ fn run_to_end(c: Lines, broker: &Broker) -> Vec<Record> {
         broker.log.lock().unwrap().join("\n")
     );
     parse(&lines)
-}
-
-fn no_encode_errors(broker: &Broker) {
-    let log = broker.log.lock().unwrap().join("\n");
-    assert!(!log.contains("cannot be encoded"), "broker log:\n{log}");
 }
 
 #[test]
@@ -105,28 +86,10 @@ fn kcat_consumes_from_the_end() {
     let (_dir, broker) = setup(topic);
     let old = produce(&broker, topic, "old", 100);
     let wanted = 20;
-    let c = kcat(&broker, &["-C", "-t", topic, "-o", "end", "-c", &wanted.to_string()]);
-    let mut c = c;
-    // When kcat has looked up the end is not observable from outside, so
-    // records are produced in rounds until it has printed enough.
-    let mut produced = Vec::new();
-    let deadline = Instant::now() + RUN_TIMEOUT;
-    let mut round = 0;
-    while c.exited().is_none() && Instant::now() < deadline {
-        produced.extend(produce(&broker, topic, &format!("new{round}"), 2));
-        round += 1;
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let mut c = kcat(&broker, &["-C", "-t", topic, "-o", "end", "-c", &wanted.to_string()]);
+    let produced = produce_while_running(&mut c, &broker, topic, RUN_TIMEOUT);
     let got = run_to_end(c, &broker);
-    assert_eq!(got.len(), wanted);
-    let old_values: BTreeSet<&String> = old.iter().map(|r| &r.2).collect();
-    assert!(got.iter().all(|r| !old_values.contains(&r.2)), "read records from before its start: {got:?}");
-    for p in 0..PARTITIONS {
-        let mine: Vec<&Record> = got.iter().filter(|r| r.0 == p).collect();
-        let Some(first) = mine.first() else { continue };
-        let expected: Vec<&Record> = produced.iter().filter(|r| r.0 == p && r.1 >= first.1).take(mine.len()).collect();
-        assert_eq!(mine, expected, "partition {p}: a gapless run of what was produced");
-    }
+    assert_read_from_the_end(&got, wanted, &old, &produced);
     no_encode_errors(&broker);
 }
 

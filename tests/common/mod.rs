@@ -4,6 +4,7 @@
 
 pub mod broker;
 pub mod child;
+pub mod consumer_cli;
 pub mod members;
 pub mod null_broker;
 pub mod offsets_schema;
