@@ -70,21 +70,7 @@ pub fn run(w: &Workload, bootstrap: &str) -> Result<Outcome, String> {
     let (cpu_before, started) = (super::process_cpu_seconds(), Instant::now());
     let start = Instant::now() + Duration::from_millis(500);
     let clock = Clock::new(start, w.warmup);
-    let acks = if w.acks == -1 { "all".to_string() } else { w.acks.to_string() };
-    let producer: ThreadedProducer<Context> = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("client.id", "shardlog-bench-rdkafka")
-        .set("acks", &acks)
-        .set("linger.ms", format!("{}", w.linger.as_secs_f64() * 1000.0))
-        .set("batch.size", w.batch_bytes.to_string())
-        .set("message.max.bytes", (w.batch_bytes + 64 * 1024).max(1_000_000).to_string())
-        .set("max.in.flight.requests.per.connection", w.max_in_flight.to_string())
-        .set("enable.idempotence", "false")
-        .set("compression.codec", "none")
-        .set("queue.buffering.max.messages", "10000000")
-        .set("queue.buffering.max.kbytes", "2097151")
-        .create_with_context(Context { counts: counts.clone(), clock })
-        .map_err(|e| format!("librdkafka producer for {bootstrap}: {e}"))?;
+    let producer = producer(w, bootstrap, Context { counts: counts.clone(), clock })?;
     pin(w.cores.first().copied());
 
     let mut template = vec![0u8; w.record_size];
@@ -95,84 +81,28 @@ pub fn run(w: &Workload, bootstrap: &str) -> Result<Outcome, String> {
     let mut schedule =
         (w.rate > 0.0).then(|| Schedule::new(start, w.rate, length, 0.0, w.poisson.then_some(u64::from(w.run))));
     let mut seqs = vec![0u64; w.partitions as usize];
-    let (mut next, mut next_key) = (0usize, 0u64);
-    let topic = w.topic.clone();
+    let mut picker = Picker::default();
     let mut progress = super::report::Progress::new();
     let mut last_tick = Instant::now();
-    let total = length.as_secs_f64();
     while Instant::now() < start {
         std::hint::spin_loop();
     }
-    loop {
-        let now = Instant::now();
-        let intended = match &mut schedule {
-            Some(s) => match s.peek() {
-                None => break,
-                Some(t) if t > now => {
-                    let gap = t - now;
-                    if gap > Duration::from_micros(200) {
-                        std::thread::sleep(gap - Duration::from_micros(100));
-                    } else {
-                        std::thread::yield_now();
-                    }
-                    continue;
-                }
-                Some(t) => {
-                    s.advance();
-                    t
-                }
-            },
-            None if now >= end => break,
-            None => now,
-        };
-        let (partition, key) = match w.keys {
-            Some(n) => {
-                let k = next_key % n.max(1);
-                next_key += 1;
-                (partition_for_key(key_text(k).as_bytes(), w.partitions), Some(k))
-            }
-            None => {
-                next += 1;
-                ((next - 1) as i32 % w.partitions, None)
-            }
-        };
+    while let Some(intended) = next_due(&mut schedule, end) {
+        let (partition, key) = picker.next(w);
         let seq = seqs[partition as usize];
         seqs[partition as usize] += 1;
         let record = Pending { intended, intended_ns: clock.wall_ns(intended), seq, key };
         Stamp { run: w.run, stream: 0, seq, intended_ns: record.intended_ns }.write(&mut template[..STAMP_BYTES]);
-        let key_bytes = key.map(key_text);
-        let mut opaque = Box::new(Sent { record, partition, enqueued: Instant::now(), bytes: w.record_size });
-        loop {
-            let mut r = BaseRecord::<str, [u8], Box<Sent>>::with_opaque_to(&topic, opaque)
-                .partition(partition)
-                .payload(&template[..]);
-            if let Some(k) = &key_bytes {
-                r = r.key(k.as_str());
-            }
-            match producer.send(r) {
-                Ok(()) => break,
-                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
-                    opaque = back.delivery_opaque;
-                    std::thread::sleep(Duration::from_micros(100));
-                }
-                Err((e, _)) => return Err(format!("librdkafka refused a record for {topic}-{partition}: {e}")),
-            }
-        }
+        let sent = Box::new(Sent { record, partition, enqueued: Instant::now(), bytes: w.record_size });
+        send(&producer, &w.topic, partition, key.map(key_text), &template, sent)?;
         counts.lock().expect("counts lock").sent += 1;
         if last_tick.elapsed() >= Duration::from_secs(1) {
             last_tick = Instant::now();
             let c = counts.lock().expect("counts lock");
             let note = if Instant::now() < clock.measure_from { "(warm-up)" } else { "" };
             let done = Instant::now().saturating_duration_since(start).as_secs_f64();
-            progress.tick(
-                "rdkafka produce",
-                done,
-                total,
-                c.acked,
-                c.acked_bytes,
-                Some(c.so_far.value_at_quantile(0.99)),
-                note,
-            );
+            let p99 = Some(c.so_far.value_at_quantile(0.99));
+            progress.tick("rdkafka produce", done, length.as_secs_f64(), c.acked, c.acked_bytes, p99, note);
         }
     }
     progress.finish();
@@ -191,4 +121,98 @@ pub fn run(w: &Workload, bootstrap: &str) -> Result<Outcome, String> {
         generator_cpu,
         warmup_s: w.warmup.as_secs_f64(),
     })
+}
+
+/// A librdkafka producer configured like the native generator: no
+/// idempotence or compression, the workload's linger, batch size and
+/// requests in flight, and queues deep enough never to refuse a record.
+fn producer(w: &Workload, bootstrap: &str, context: Context) -> Result<ThreadedProducer<Context>, String> {
+    let acks = if w.acks == -1 { "all".to_string() } else { w.acks.to_string() };
+    ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("client.id", "shardlog-bench-rdkafka")
+        .set("acks", &acks)
+        .set("linger.ms", format!("{}", w.linger.as_secs_f64() * 1000.0))
+        .set("batch.size", w.batch_bytes.to_string())
+        .set("message.max.bytes", (w.batch_bytes + 64 * 1024).max(1_000_000).to_string())
+        .set("max.in.flight.requests.per.connection", w.max_in_flight.to_string())
+        .set("enable.idempotence", "false")
+        .set("compression.codec", "none")
+        .set("queue.buffering.max.messages", "10000000")
+        .set("queue.buffering.max.kbytes", "2097151")
+        .create_with_context(context)
+        .map_err(|e| format!("librdkafka producer for {bootstrap}: {e}"))
+}
+
+/// Waits for the next record's intended send time and returns it; `None`
+/// when the run is over. Unthrottled (no schedule), every moment is due.
+fn next_due(schedule: &mut Option<Schedule>, end: Instant) -> Option<Instant> {
+    loop {
+        let now = Instant::now();
+        let Some(s) = schedule else { return (now < end).then_some(now) };
+        match s.peek()? {
+            t if t > now => {
+                let gap = t - now;
+                if gap > Duration::from_micros(200) {
+                    std::thread::sleep(gap - Duration::from_micros(100));
+                } else {
+                    std::thread::yield_now();
+                }
+            }
+            t => {
+                s.advance();
+                return Some(t);
+            }
+        }
+    }
+}
+
+/// Which partition (and key) the next record goes to: round robin, or by
+/// key over `w.keys` keys, as the native generator does.
+#[derive(Default)]
+struct Picker {
+    next: usize,
+    next_key: u64,
+}
+
+impl Picker {
+    fn next(&mut self, w: &Workload) -> (i32, Option<u64>) {
+        match w.keys {
+            Some(n) => {
+                let k = self.next_key % n.max(1);
+                self.next_key += 1;
+                (partition_for_key(key_text(k).as_bytes(), w.partitions), Some(k))
+            }
+            None => {
+                self.next += 1;
+                ((self.next - 1) as i32 % w.partitions, None)
+            }
+        }
+    }
+}
+
+/// Hands one record to librdkafka, waiting while its queue is full.
+fn send(
+    producer: &ThreadedProducer<Context>,
+    topic: &str,
+    partition: i32,
+    key: Option<String>,
+    payload: &[u8],
+    mut opaque: Box<Sent>,
+) -> Result<(), String> {
+    loop {
+        let mut r =
+            BaseRecord::<str, [u8], Box<Sent>>::with_opaque_to(topic, opaque).partition(partition).payload(payload);
+        if let Some(k) = &key {
+            r = r.key(k.as_str());
+        }
+        match producer.send(r) {
+            Ok(()) => return Ok(()),
+            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                opaque = back.delivery_opaque;
+                std::thread::sleep(Duration::from_micros(100));
+            }
+            Err((e, _)) => return Err(format!("librdkafka refused a record for {topic}-{partition}: {e}")),
+        }
+    }
 }
