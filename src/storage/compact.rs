@@ -27,7 +27,7 @@ use crate::{
         error::StorageError,
         file::SegmentFile,
         index::SegmentIndex,
-        log::PartitionLog,
+        log::{CompactionPass, PartitionLog, SegmentSnapshot},
         segment::{self, Segment},
         swap,
         zero_ahead::ZeroAhead,
@@ -45,53 +45,29 @@ pub struct CompactionReport {
     pub bytes_after: u64,
 }
 
-/// A sealed segment as the pass found it.
-struct Sealed {
-    base: i64,
-    file: Rc<SegmentFile>,
-    size: u64,
-    next_offset: i64,
-}
-
 impl PartitionLog {
     /// Cleans the sealed segments (see the module documentation). Runs one
     /// pass at a time per log; appends continue meanwhile.
     pub async fn compact(&self, now_ms: i64) -> Result<CompactionReport, StorageError> {
-        let _clean = self.clean_permit().acquire_permit(1).await.expect("clean permit: never closed");
-        // Index files of a segment replaced here must not land afterwards.
-        self.settle().await;
-        let active_base = self.state_ref().segments.keys().next_back().copied();
-        if active_base == self.cleaned_up_to.get() {
-            return Ok(CompactionReport::default()); // nothing sealed since the last pass
-        }
-        let sealed = self.sealed_segments();
         let mut report = CompactionReport::default();
+        let Some(pass) = self.begin_compaction().await else {
+            return Ok(report); // nothing sealed since the last pass
+        };
+        let sealed = pass.sealed();
         if sealed.is_empty() {
             return Ok(report);
         }
         // Pass 1: the newest offset of every key.
         let mut newest: HashMap<Vec<u8>, i64> = HashMap::new();
-        let mut note = |bytes: &[u8], below: i64| {
-            for_each_batch(bytes, |batch, _| {
-                if let Ok(records) = record_batch::read_records(batch) {
-                    for r in records.into_iter().filter(|r| r.offset < below) {
-                        if let Some(key) = r.key {
-                            newest.insert(key.to_vec(), r.offset);
-                        }
-                    }
-                }
-            });
-        };
         let mut contents = Vec::with_capacity(sealed.len());
         for seg in &sealed {
             let bytes = self.read_whole(seg).await?;
-            note(&bytes, i64::MAX);
+            note_newest(&mut newest, &bytes, i64::MAX);
             contents.push(bytes);
         }
-        if let Some(active) = self.active_segment() {
-            let durable = self.durable_offset();
-            note(&self.read_whole(&active).await?, durable);
-        }
+        let active = pass.active();
+        let durable = self.durable_offset();
+        note_newest(&mut newest, &self.read_whole(&active).await?, durable);
         // Pass 2: clean each sealed segment in memory.
         let tombstone_horizon = now_ms - self.config().delete_retention_ms;
         let mut cleaned: Vec<Vec<u8>> = Vec::with_capacity(sealed.len());
@@ -100,31 +76,7 @@ impl PartitionLog {
             // requests run if they are waiting (compaction runs in the
             // shard's background queue).
             glommio::yield_if_needed().await;
-            let mut out: Vec<u8> = Vec::with_capacity(bytes.len());
-            for_each_batch(bytes, |batch, header| {
-                let Ok(records) = record_batch::read_records(batch) else {
-                    out.extend_from_slice(batch); // compressed: kept whole
-                    return;
-                };
-                report.records_before += records.len() as u64;
-                let keep: Vec<bool> = records
-                    .iter()
-                    .map(|r| match r.key {
-                        None => true,
-                        Some(k) => {
-                            newest.get(k) == Some(&r.offset)
-                                && (r.value.is_some() || header.max_timestamp >= tombstone_horizon)
-                        }
-                    })
-                    .collect();
-                let kept = keep.iter().filter(|k| **k).count();
-                report.records_after += kept as u64;
-                if kept == records.len() {
-                    out.extend_from_slice(batch);
-                } else if kept > 0 {
-                    out.extend_from_slice(&record_batch::retain_records(batch, &keep));
-                }
-            });
+            let out = clean_segment(bytes, &newest, tombstone_horizon, &mut report);
             report.bytes_before += seg.size;
             report.bytes_after += out.len() as u64;
             cleaned.push(out);
@@ -146,19 +98,19 @@ impl PartitionLog {
             if !unchanged {
                 let merged: Vec<u8> = cleaned[i..j].concat();
                 let group = &sealed[i..j];
-                if self.replace_group(group, merged).await? {
+                if self.replace_group(&pass, group, merged).await? {
                     report.segments_merged += group.len();
                 }
             }
             i = j;
         }
-        self.cleaned_up_to.set(active_base);
+        pass.finish();
         if report.segments_merged > 0 {
             log::info!(
                 "partition {}: compacted {} segment(s) into {}: {} -> {} records, {} -> {} bytes",
                 self.name(),
                 report.segments_merged,
-                self.state_ref().segments.len() - 1,
+                self.segment_count() - 1,
                 report.records_before,
                 report.records_after,
                 report.bytes_before,
@@ -168,17 +120,7 @@ impl PartitionLog {
         Ok(report)
     }
 
-    fn sealed_segments(&self) -> Vec<Sealed> {
-        let st = self.state_ref();
-        let n = st.segments.len();
-        st.segments.values().take(n.saturating_sub(1)).map(Sealed::of).collect()
-    }
-
-    fn active_segment(&self) -> Option<Sealed> {
-        self.state_ref().segments.values().next_back().map(Sealed::of)
-    }
-
-    async fn read_whole(&self, seg: &Sealed) -> Result<Vec<u8>, StorageError> {
+    async fn read_whole(&self, seg: &SegmentSnapshot) -> Result<Vec<u8>, StorageError> {
         let mut out = Vec::with_capacity(seg.size as usize);
         let mut pos = 0u64;
         while pos < seg.size {
@@ -200,7 +142,12 @@ impl PartitionLog {
     /// Replaces consecutive sealed segments with one holding `bytes` (or
     /// with nothing, when `bytes` is empty). `false` when retention got to
     /// one of them first.
-    async fn replace_group(&self, group: &[Sealed], bytes: Vec<u8>) -> Result<bool, StorageError> {
+    async fn replace_group(
+        &self,
+        pass: &CompactionPass<'_>,
+        group: &[SegmentSnapshot],
+        bytes: Vec<u8>,
+    ) -> Result<bool, StorageError> {
         let first = &group[0];
         let end = group[group.len() - 1].next_offset;
         let dir = self.dir().to_path_buf();
@@ -233,54 +180,82 @@ impl PartitionLog {
                 seg.on_append(header, position);
             });
         }
-        let _permit = self.write_permit().acquire_permit(1).await.expect("write permit: never closed");
-        if !group.iter().all(|g| self.still_sealed(g.base, &g.file)) {
+        let Some(lock) = pass.lock_sealed(group).await else {
             let _ = std::fs::remove_file(&tmp);
             return Ok(false);
-        }
+        };
         let bases: Vec<i64> = group.iter().map(|g| g.base).collect();
         let (offsets, times) = (seg.index.encode_offsets(), seg.index.encode_times());
         let has_data = !bytes.is_empty();
-        let (job_dir, job_name, job_bases, base) = (dir.clone(), name.clone(), bases.clone(), first.base);
+        let (job_dir, job_name, base) = (dir.clone(), name.clone(), first.base);
         glommio::executor()
             .spawn_blocking(move || {
-                swap::swap_in(&job_dir, &job_name, base, end, &job_bases, has_data.then_some((tmp, offsets, times)))
+                swap::swap_in(&job_dir, &job_name, base, end, &bases, has_data.then_some((tmp, offsets, times)))
             })
             .await?;
-        let reopened = if has_data {
+        let merged = if has_data {
             let path = segment::segment_path(&dir, first.base, segment::LOG_SUFFIX);
-            Some(SegmentFile::open(&path, self.faults().clone()).await.map_err(|e| io(&path, "open", e))?)
-        } else {
-            None
-        };
-        let mut st = self.state_mut();
-        for b in &bases {
-            st.segments.remove(b);
-        }
-        // Cached batches of these segments are the uncleaned originals.
-        st.cache.trim_before(end);
-        if let Some(file) = reopened {
+            let file = SegmentFile::open(&path, self.faults().clone()).await.map_err(|e| io(&path, "open", e))?;
             seg.file = Rc::new(file);
             seg.ahead = ZeroAhead::sealed(seg.file.clone(), seg.size);
             // The merged segment covers every offset the group covered, even
             // when its last batches were cleaned away.
             seg.next_offset = end;
-            st.segments.insert(first.base, seg);
-        }
+            Some(seg)
+        } else {
+            None
+        };
+        lock.replace(merged);
         Ok(true)
-    }
-
-    fn still_sealed(&self, base: i64, file: &Rc<SegmentFile>) -> bool {
-        let st = self.state_ref();
-        let is_active = st.segments.keys().next_back() == Some(&base);
-        !is_active && st.segments.get(&base).is_some_and(|s| Rc::ptr_eq(&s.file, file))
     }
 }
 
-impl Sealed {
-    fn of(s: &Segment) -> Self {
-        Self { base: s.base_offset, file: s.file.clone(), size: s.size, next_offset: s.next_offset }
-    }
+/// Notes, per key, the offset of its newest record in `bytes` below `below`.
+fn note_newest(newest: &mut HashMap<Vec<u8>, i64>, bytes: &[u8], below: i64) {
+    for_each_batch(bytes, |batch, _| {
+        if let Ok(records) = record_batch::read_records(batch) {
+            for r in records.into_iter().filter(|r| r.offset < below) {
+                if let Some(key) = r.key {
+                    newest.insert(key.to_vec(), r.offset);
+                }
+            }
+        }
+    });
+}
+
+/// One sealed segment's batches with only the records `newest` keeps, and
+/// tombstones only while newer than `tombstone_horizon`.
+fn clean_segment(
+    bytes: &[u8],
+    newest: &HashMap<Vec<u8>, i64>,
+    tombstone_horizon: i64,
+    report: &mut CompactionReport,
+) -> Vec<u8> {
+    let mut out: Vec<u8> = Vec::with_capacity(bytes.len());
+    for_each_batch(bytes, |batch, header| {
+        let Ok(records) = record_batch::read_records(batch) else {
+            out.extend_from_slice(batch); // compressed: kept whole
+            return;
+        };
+        report.records_before += records.len() as u64;
+        let keep: Vec<bool> = records
+            .iter()
+            .map(|r| match r.key {
+                None => true,
+                Some(k) => {
+                    newest.get(k) == Some(&r.offset) && (r.value.is_some() || header.max_timestamp >= tombstone_horizon)
+                }
+            })
+            .collect();
+        let kept = keep.iter().filter(|k| **k).count();
+        report.records_after += kept as u64;
+        if kept == records.len() {
+            out.extend_from_slice(batch);
+        } else if kept > 0 {
+            out.extend_from_slice(&record_batch::retain_records(batch, &keep));
+        }
+    });
+    out
 }
 
 /// Calls `f` with each whole batch in `bytes` and its header.
