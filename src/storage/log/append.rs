@@ -1,8 +1,7 @@
-//! The write path: appends queue up, the writer holding the write permit
-//! flushes the whole queue as runs of aligned DMA writes (`flush_pending` →
-//! `write_run` → `commit_batch`), and `sync_through` is the group commit:
-//! every durable appender queued behind a running `fdatasync` is covered by
-//! the next one.
+//! The write path: appends queue up, and the writer holding the write
+//! permit flushes the whole queue as runs of aligned DMA writes
+//! (`flush_pending` → `write_run` → `commit_batch`), rolling between runs;
+//! a durable append then waits for the group commit (`group_commit`).
 
 use std::{
     cell::RefCell,
@@ -12,10 +11,10 @@ use std::{
 
 use bytes::BytesMut;
 
-use super::{align_down, align_up, bump, PartitionLog};
+use super::state::{align_down, align_up, bump, AppendInfo, PartitionLog, Pending, ResultSlot};
 use crate::{
     limits,
-    protocol::record_batch::{self, BatchHeader},
+    protocol::record_batch,
     storage::{
         batch_cache::CachedBatch,
         error::StorageError,
@@ -32,13 +31,6 @@ pub enum Durability {
     Synced,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AppendInfo {
-    pub base_offset: i64,
-    pub last_offset: i64,
-    pub max_timestamp: i64,
-}
-
 /// Where one append's time went, for the request stages in `/metrics`
 /// (`metrics::stages`). Filled in by [`PartitionLog::append_timed`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -52,16 +44,6 @@ pub struct AppendTimings {
     pub write: Duration,
     /// Waiting for an fdatasync covering the batch (acks=all).
     pub sync: Duration,
-}
-
-/// Where a queued append finds its answer once a flush wrote it.
-type ResultSlot = Rc<RefCell<Option<Result<AppendInfo, StorageError>>>>;
-
-/// An append waiting for the next flush.
-pub(super) struct Pending {
-    batch: BytesMut,
-    header: BatchHeader,
-    slot: ResultSlot,
 }
 
 impl PartitionLog {
@@ -122,13 +104,6 @@ impl PartitionLog {
             synced?;
         }
         Ok(info)
-    }
-
-    pub(super) fn ensure_writable(&self) -> Result<(), StorageError> {
-        if self.state.borrow().failed {
-            return Err(StorageError::WritesRefused { partition: self.name.clone() });
-        }
-        Ok(())
     }
 
     /// Writes every queued append, in runs that fit the active segment and
@@ -265,63 +240,6 @@ impl PartitionLog {
             base_offset: header.base_offset,
             last_offset: header.last_offset(),
             max_timestamp: header.max_timestamp,
-        }
-    }
-
-    /// Returns once every offset below `target` is durable. Callers queue on
-    /// the sync permit; whoever gets it finds its data already covered by the
-    /// sync before it, or syncs everything written so far for all behind it.
-    pub async fn sync_through(&self, target: i64) -> Result<(), StorageError> {
-        if self.state.borrow().durable_offset >= target {
-            return Ok(());
-        }
-        let _permit = self.sync_permit.acquire_permit(1).await.expect("sync permit: never closed");
-        if self.state.borrow().durable_offset >= target {
-            return Ok(());
-        }
-        self.sync_active().await
-    }
-
-    /// Syncs the active segment now, whatever was synced before.
-    pub(super) async fn force_sync(&self) -> Result<(), StorageError> {
-        let _permit = self.sync_permit.acquire_permit(1).await.expect("sync permit: never closed");
-        self.sync_active().await
-    }
-
-    /// One fdatasync of the active segment; the caller holds the sync permit.
-    async fn sync_active(&self) -> Result<(), StorageError> {
-        let (file, upto) = {
-            let st = self.state.borrow();
-            if st.failed {
-                return Err(StorageError::WritesRefused { partition: self.name.clone() });
-            }
-            (st.active().file.clone(), st.next_offset)
-        };
-        bump(&self.stats.syncs, 1);
-        let appends = self.stats.appends.get();
-        self.stats.appends_per_sync.observe((appends - self.stats.appends_at_last_sync.get()) as f64);
-        self.stats.appends_at_last_sync.set(appends);
-        let started = Instant::now();
-        let synced = file.fdatasync().await;
-        self.stats.sync_seconds.observe(started.elapsed().as_secs_f64());
-        match synced {
-            Ok(()) => {
-                let mut st = self.state.borrow_mut();
-                st.durable_offset = st.durable_offset.max(upto);
-                Ok(())
-            }
-            Err(source) => {
-                // fsyncgate: after a failed fsync the kernel may have dropped
-                // the dirty pages and cleared the error, so a retry could
-                // "succeed" over lost data. Refuse writes until recovery.
-                self.state.borrow_mut().failed = true;
-                log::error!(
-                    "partition {}: fdatasync of {} failed: {source}; refusing writes",
-                    self.name,
-                    file.path().display()
-                );
-                Err(StorageError::SyncFailed { partition: self.name.clone(), file: file.path().to_path_buf(), source })
-            }
         }
     }
 }

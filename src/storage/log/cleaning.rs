@@ -6,7 +6,7 @@ use std::rc::Rc;
 
 use glommio::sync::Permit;
 
-use super::PartitionLog;
+use super::state::PartitionLog;
 use crate::storage::{file, segment::Segment};
 
 /// A segment as the log held it when asked: what a compaction pass reads,

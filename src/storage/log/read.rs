@@ -8,7 +8,7 @@ use std::{path::Path, rc::Rc, sync::Arc};
 
 use bytes::Bytes;
 
-use super::{bump, LogState, PartitionLog};
+use super::state::{bump, LogState, PartitionLog};
 use crate::{
     limits,
     protocol::record_batch::{self, BatchHeader},

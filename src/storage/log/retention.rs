@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::PartitionLog;
+use super::state::PartitionLog;
 use crate::storage::{error::StorageError, file, segment};
 
 /// How a retention pass changed the log.

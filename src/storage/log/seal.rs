@@ -6,7 +6,7 @@
 
 use std::{path::PathBuf, rc::Rc};
 
-use super::{LogState, PartitionLog};
+use super::state::{LogState, PartitionLog};
 use crate::{
     limits,
     storage::{
