@@ -12,6 +12,9 @@
 //! readers and recovery accept for compacted logs.
 //!
 //! Replacing segments on disk is `storage::swap` (crash-safe at any point).
+//! The pass reaches the log only through what it lends a compaction pass
+//! (`PartitionLog::begin_compaction`, `CompactionPass`: segment snapshots
+//! and a typed swap of sealed segments) and its public accessors.
 //!
 //! **The one exception to "storage never parses records":** the cleaner
 //! must read keys. It rewrites uncompressed batches record by record,
@@ -61,13 +64,13 @@ impl PartitionLog {
         let mut newest: HashMap<Vec<u8>, i64> = HashMap::new();
         let mut contents = Vec::with_capacity(sealed.len());
         for seg in &sealed {
-            let bytes = self.read_whole(seg).await?;
+            let bytes = read_whole(self, seg).await?;
             note_newest(&mut newest, &bytes, i64::MAX);
             contents.push(bytes);
         }
         let active = pass.active();
         let durable = self.durable_offset();
-        note_newest(&mut newest, &self.read_whole(&active).await?, durable);
+        note_newest(&mut newest, &read_whole(self, &active).await?, durable);
         // Pass 2: clean each sealed segment in memory.
         let tombstone_horizon = now_ms - self.config().delete_retention_ms;
         let mut cleaned: Vec<Vec<u8>> = Vec::with_capacity(sealed.len());
@@ -98,7 +101,7 @@ impl PartitionLog {
             if !unchanged {
                 let merged: Vec<u8> = cleaned[i..j].concat();
                 let group = &sealed[i..j];
-                if self.replace_group(&pass, group, merged).await? {
+                if replace_group(self, &pass, group, merged).await? {
                     report.segments_merged += group.len();
                 }
             }
@@ -119,95 +122,96 @@ impl PartitionLog {
         }
         Ok(report)
     }
+}
 
-    async fn read_whole(&self, seg: &SegmentSnapshot) -> Result<Vec<u8>, StorageError> {
-        let mut out = Vec::with_capacity(seg.size as usize);
-        let mut pos = 0u64;
-        while pos < seg.size {
-            let len = (limits::READ_WINDOW_BYTES as u64).min(seg.size - pos) as usize;
-            let chunk = seg
-                .file
-                .read_at(pos, len)
-                .await
-                .map_err(|e| StorageError::from_io(self.name(), seg.file.path(), "read for compaction", e))?;
-            if chunk.is_empty() {
-                break;
-            }
-            pos += chunk.len() as u64;
-            out.extend_from_slice(&chunk);
+/// A segment's bytes, read whole in windows of `READ_WINDOW_BYTES`.
+async fn read_whole(log: &PartitionLog, seg: &SegmentSnapshot) -> Result<Vec<u8>, StorageError> {
+    let mut out = Vec::with_capacity(seg.size as usize);
+    let mut pos = 0u64;
+    while pos < seg.size {
+        let len = (limits::READ_WINDOW_BYTES as u64).min(seg.size - pos) as usize;
+        let chunk = seg
+            .file
+            .read_at(pos, len)
+            .await
+            .map_err(|e| StorageError::from_io(log.name(), seg.file.path(), "read for compaction", e))?;
+        if chunk.is_empty() {
+            break;
         }
-        Ok(out)
+        pos += chunk.len() as u64;
+        out.extend_from_slice(&chunk);
     }
+    Ok(out)
+}
 
-    /// Replaces consecutive sealed segments with one holding `bytes` (or
-    /// with nothing, when `bytes` is empty). `false` when retention got to
-    /// one of them first.
-    async fn replace_group(
-        &self,
-        pass: &CompactionPass<'_>,
-        group: &[SegmentSnapshot],
-        bytes: Vec<u8>,
-    ) -> Result<bool, StorageError> {
-        let first = &group[0];
-        let end = group[group.len() - 1].next_offset;
-        let dir = self.dir().to_path_buf();
-        let name = self.name().clone();
-        let io = |path: &Path, op, e| StorageError::from_io(&name, path, op, e);
-        let tmp = segment::segment_path(&dir, first.base, "cleaned.tmp");
-        let mut seg = Segment {
-            base_offset: first.base,
-            file: first.file.clone(),
-            ahead: ZeroAhead::sealed(first.file.clone(), 0),
-            size: 0,
-            next_offset: first.base,
-            max_timestamp: -1,
-            created_ms: 0,
-            index: SegmentIndex::new(self.config().index_interval_bytes),
-        };
-        if !bytes.is_empty() {
-            let _ = std::fs::remove_file(&tmp);
-            let file = SegmentFile::create(&tmp, Default::default()).await.map_err(|e| io(&tmp, "create", e))?;
-            let padded = bytes.len().div_ceil(DMA_ALIGNMENT as usize) * DMA_ALIGNMENT as usize;
-            let mut buf = file.alloc(padded);
-            buf.as_bytes_mut()[..bytes.len()].copy_from_slice(&bytes);
-            buf.as_bytes_mut()[bytes.len()..].fill(0);
-            file.write_at(buf, 0).await.map_err(|e| io(&tmp, "write", e))?;
-            file.truncate(bytes.len() as u64).await.map_err(|e| io(&tmp, "truncate", e))?;
-            file.fdatasync().await.map_err(|e| io(&tmp, "sync", e))?;
-            file.close().await.map_err(|e| io(&tmp, "close", e))?;
-            for_each_batch(&bytes, |_, header| {
-                let position = seg.size;
-                seg.on_append(header, position);
-            });
-        }
-        let Some(lock) = pass.lock_sealed(group).await else {
-            let _ = std::fs::remove_file(&tmp);
-            return Ok(false);
-        };
-        let bases: Vec<i64> = group.iter().map(|g| g.base).collect();
-        let (offsets, times) = (seg.index.encode_offsets(), seg.index.encode_times());
-        let has_data = !bytes.is_empty();
-        let (job_dir, job_name, base) = (dir.clone(), name.clone(), first.base);
-        glommio::executor()
-            .spawn_blocking(move || {
-                swap::swap_in(&job_dir, &job_name, base, end, &bases, has_data.then_some((tmp, offsets, times)))
-            })
-            .await?;
-        let merged = if has_data {
-            let path = segment::segment_path(&dir, first.base, segment::LOG_SUFFIX);
-            let file = SegmentFile::open(&path, self.faults().clone()).await.map_err(|e| io(&path, "open", e))?;
-            seg.file = Rc::new(file);
-            seg.ahead = ZeroAhead::sealed(seg.file.clone(), seg.size);
-            // The merged segment covers every offset the group covered, even
-            // when its last batches were cleaned away.
-            seg.next_offset = end;
-            Some(seg)
-        } else {
-            None
-        };
-        lock.replace(merged);
-        Ok(true)
+/// Replaces consecutive sealed segments with one holding `bytes` (or
+/// with nothing, when `bytes` is empty). `false` when retention got to
+/// one of them first.
+async fn replace_group(
+    log: &PartitionLog,
+    pass: &CompactionPass<'_>,
+    group: &[SegmentSnapshot],
+    bytes: Vec<u8>,
+) -> Result<bool, StorageError> {
+    let first = &group[0];
+    let end = group[group.len() - 1].next_offset;
+    let dir = log.dir().to_path_buf();
+    let name = log.name().clone();
+    let io = |path: &Path, op, e| StorageError::from_io(&name, path, op, e);
+    let tmp = segment::segment_path(&dir, first.base, "cleaned.tmp");
+    let mut seg = Segment {
+        base_offset: first.base,
+        file: first.file.clone(),
+        ahead: ZeroAhead::sealed(first.file.clone(), 0),
+        size: 0,
+        next_offset: first.base,
+        max_timestamp: -1,
+        created_ms: 0,
+        index: SegmentIndex::new(log.config().index_interval_bytes),
+    };
+    if !bytes.is_empty() {
+        let _ = std::fs::remove_file(&tmp);
+        let file = SegmentFile::create(&tmp, Default::default()).await.map_err(|e| io(&tmp, "create", e))?;
+        let padded = bytes.len().div_ceil(DMA_ALIGNMENT as usize) * DMA_ALIGNMENT as usize;
+        let mut buf = file.alloc(padded);
+        buf.as_bytes_mut()[..bytes.len()].copy_from_slice(&bytes);
+        buf.as_bytes_mut()[bytes.len()..].fill(0);
+        file.write_at(buf, 0).await.map_err(|e| io(&tmp, "write", e))?;
+        file.truncate(bytes.len() as u64).await.map_err(|e| io(&tmp, "truncate", e))?;
+        file.fdatasync().await.map_err(|e| io(&tmp, "sync", e))?;
+        file.close().await.map_err(|e| io(&tmp, "close", e))?;
+        for_each_batch(&bytes, |_, header| {
+            let position = seg.size;
+            seg.on_append(header, position);
+        });
     }
+    let Some(lock) = pass.lock_sealed(group).await else {
+        let _ = std::fs::remove_file(&tmp);
+        return Ok(false);
+    };
+    let bases: Vec<i64> = group.iter().map(|g| g.base).collect();
+    let (offsets, times) = (seg.index.encode_offsets(), seg.index.encode_times());
+    let has_data = !bytes.is_empty();
+    let (job_dir, job_name, base) = (dir.clone(), name.clone(), first.base);
+    glommio::executor()
+        .spawn_blocking(move || {
+            swap::swap_in(&job_dir, &job_name, base, end, &bases, has_data.then_some((tmp, offsets, times)))
+        })
+        .await?;
+    let merged = if has_data {
+        let path = segment::segment_path(&dir, first.base, segment::LOG_SUFFIX);
+        let file = SegmentFile::open(&path, log.faults().clone()).await.map_err(|e| io(&path, "open", e))?;
+        seg.file = Rc::new(file);
+        seg.ahead = ZeroAhead::sealed(seg.file.clone(), seg.size);
+        // The merged segment covers every offset the group covered, even
+        // when its last batches were cleaned away.
+        seg.next_offset = end;
+        Some(seg)
+    } else {
+        None
+    };
+    lock.replace(merged);
+    Ok(true)
 }
 
 /// Notes, per key, the offset of its newest record in `bytes` below `below`.
