@@ -11,7 +11,6 @@ use crate::storage::{file, segment::Segment};
 
 /// A segment as the log held it when asked: what a compaction pass reads,
 /// and names when it replaces segments.
-#[derive(Clone)]
 pub(crate) struct SegmentSnapshot {
     pub(crate) base: i64,
     pub(crate) file: Rc<file::SegmentFile>,

@@ -194,6 +194,7 @@ impl PartitionLog {
         self.state.borrow().producers.get(producer_id).cloned()
     }
 
+    /// Refuses writes once an fdatasync failed (see `group_commit`).
     pub(super) fn ensure_writable(&self) -> Result<(), StorageError> {
         if self.state.borrow().failed {
             return Err(StorageError::WritesRefused { partition: self.name.clone() });
