@@ -11,32 +11,28 @@
 //! never change: kept records keep theirs, so a cleaned log has gaps, which
 //! readers and recovery accept for compacted logs.
 //!
-//! Replacing segments survives a crash at any point: the merged file is
-//! written and synced as `.tmp` (removed by recovery), renamed to
-//! `<first>-<end>.swap` (complete from here on), the old segments are
-//! deleted, and the swap file is renamed to `<first>.log`. Recovery finishes
-//! any `.swap` it finds (`finish_swaps`) before reading segments.
+//! Replacing segments on disk is `storage::swap` (crash-safe at any point).
+//! The pass reaches the log only through what it lends a compaction pass
+//! (`PartitionLog::begin_compaction`, `CompactionPass`: segment snapshots
+//! and a typed swap of sealed segments) and its public accessors.
 //!
 //! **The one exception to "storage never parses records":** the cleaner
 //! must read keys. It rewrites uncompressed batches record by record,
 //! keeping each batch's base offset, last offset delta, timestamps and
 //! producer fields; compressed batches are kept whole (not cleaned).
 
-use std::{
-    collections::HashMap,
-    path::{Path, PathBuf},
-    rc::Rc,
-};
+use std::{collections::HashMap, path::Path, rc::Rc};
 
 use crate::{
     limits::{self, DMA_ALIGNMENT},
     protocol::record_batch::{self, BatchHeader},
     storage::{
-        error::{PartitionName, StorageError},
-        file::{self, SegmentFile},
+        error::StorageError,
+        file::SegmentFile,
         index::SegmentIndex,
-        log::PartitionLog,
+        log::{CompactionPass, PartitionLog, SegmentSnapshot},
         segment::{self, Segment},
+        swap,
         zero_ahead::ZeroAhead,
     },
 };
@@ -52,53 +48,29 @@ pub struct CompactionReport {
     pub bytes_after: u64,
 }
 
-/// A sealed segment as the pass found it.
-struct Sealed {
-    base: i64,
-    file: Rc<SegmentFile>,
-    size: u64,
-    next_offset: i64,
-}
-
 impl PartitionLog {
     /// Cleans the sealed segments (see the module documentation). Runs one
     /// pass at a time per log; appends continue meanwhile.
     pub async fn compact(&self, now_ms: i64) -> Result<CompactionReport, StorageError> {
-        let _clean = self.clean_permit().acquire_permit(1).await.expect("clean permit: never closed");
-        // Index files of a segment replaced here must not land afterwards.
-        self.settle().await;
-        let active_base = self.state_ref().segments.keys().next_back().copied();
-        if active_base == self.cleaned_up_to.get() {
-            return Ok(CompactionReport::default()); // nothing sealed since the last pass
-        }
-        let sealed = self.sealed_segments();
         let mut report = CompactionReport::default();
+        let Some(pass) = self.begin_compaction().await else {
+            return Ok(report); // nothing sealed since the last pass
+        };
+        let sealed = pass.sealed();
         if sealed.is_empty() {
             return Ok(report);
         }
         // Pass 1: the newest offset of every key.
         let mut newest: HashMap<Vec<u8>, i64> = HashMap::new();
-        let mut note = |bytes: &[u8], below: i64| {
-            for_each_batch(bytes, |batch, _| {
-                if let Ok(records) = record_batch::read_records(batch) {
-                    for r in records.into_iter().filter(|r| r.offset < below) {
-                        if let Some(key) = r.key {
-                            newest.insert(key.to_vec(), r.offset);
-                        }
-                    }
-                }
-            });
-        };
         let mut contents = Vec::with_capacity(sealed.len());
         for seg in &sealed {
-            let bytes = self.read_whole(seg).await?;
-            note(&bytes, i64::MAX);
+            let bytes = read_whole(self, seg).await?;
+            note_newest(&mut newest, &bytes, i64::MAX);
             contents.push(bytes);
         }
-        if let Some(active) = self.active_segment() {
-            let durable = self.durable_offset();
-            note(&self.read_whole(&active).await?, durable);
-        }
+        let active = pass.active();
+        let durable = self.durable_offset();
+        note_newest(&mut newest, &read_whole(self, &active).await?, durable);
         // Pass 2: clean each sealed segment in memory.
         let tombstone_horizon = now_ms - self.config().delete_retention_ms;
         let mut cleaned: Vec<Vec<u8>> = Vec::with_capacity(sealed.len());
@@ -107,31 +79,7 @@ impl PartitionLog {
             // requests run if they are waiting (compaction runs in the
             // shard's background queue).
             glommio::yield_if_needed().await;
-            let mut out: Vec<u8> = Vec::with_capacity(bytes.len());
-            for_each_batch(bytes, |batch, header| {
-                let Ok(records) = record_batch::read_records(batch) else {
-                    out.extend_from_slice(batch); // compressed: kept whole
-                    return;
-                };
-                report.records_before += records.len() as u64;
-                let keep: Vec<bool> = records
-                    .iter()
-                    .map(|r| match r.key {
-                        None => true,
-                        Some(k) => {
-                            newest.get(k) == Some(&r.offset)
-                                && (r.value.is_some() || header.max_timestamp >= tombstone_horizon)
-                        }
-                    })
-                    .collect();
-                let kept = keep.iter().filter(|k| **k).count();
-                report.records_after += kept as u64;
-                if kept == records.len() {
-                    out.extend_from_slice(batch);
-                } else if kept > 0 {
-                    out.extend_from_slice(&record_batch::retain_records(batch, &keep));
-                }
-            });
+            let out = clean_segment(bytes, &newest, tombstone_horizon, &mut report);
             report.bytes_before += seg.size;
             report.bytes_after += out.len() as u64;
             cleaned.push(out);
@@ -153,19 +101,19 @@ impl PartitionLog {
             if !unchanged {
                 let merged: Vec<u8> = cleaned[i..j].concat();
                 let group = &sealed[i..j];
-                if self.replace_group(group, merged).await? {
+                if replace_group(self, &pass, group, merged).await? {
                     report.segments_merged += group.len();
                 }
             }
             i = j;
         }
-        self.cleaned_up_to.set(active_base);
+        pass.finish();
         if report.segments_merged > 0 {
             log::info!(
                 "partition {}: compacted {} segment(s) into {}: {} -> {} records, {} -> {} bytes",
                 self.name(),
                 report.segments_merged,
-                self.state_ref().segments.len() - 1,
+                self.segment_count() - 1,
                 report.records_before,
                 report.records_after,
                 report.bytes_before,
@@ -174,197 +122,144 @@ impl PartitionLog {
         }
         Ok(report)
     }
+}
 
-    fn sealed_segments(&self) -> Vec<Sealed> {
-        let st = self.state_ref();
-        let n = st.segments.len();
-        st.segments.values().take(n.saturating_sub(1)).map(Sealed::of).collect()
+/// A segment's bytes, read whole in windows of `READ_WINDOW_BYTES`.
+async fn read_whole(log: &PartitionLog, seg: &SegmentSnapshot) -> Result<Vec<u8>, StorageError> {
+    let mut out = Vec::with_capacity(seg.size as usize);
+    let mut pos = 0u64;
+    while pos < seg.size {
+        let len = (limits::READ_WINDOW_BYTES as u64).min(seg.size - pos) as usize;
+        let chunk = seg
+            .file
+            .read_at(pos, len)
+            .await
+            .map_err(|e| StorageError::from_io(log.name(), seg.file.path(), "read for compaction", e))?;
+        if chunk.is_empty() {
+            break;
+        }
+        pos += chunk.len() as u64;
+        out.extend_from_slice(&chunk);
     }
+    Ok(out)
+}
 
-    fn active_segment(&self) -> Option<Sealed> {
-        self.state_ref().segments.values().next_back().map(Sealed::of)
+/// Replaces consecutive sealed segments with one holding `bytes` (or
+/// with nothing, when `bytes` is empty). `false` when retention got to
+/// one of them first.
+async fn replace_group(
+    log: &PartitionLog,
+    pass: &CompactionPass<'_>,
+    group: &[SegmentSnapshot],
+    bytes: Vec<u8>,
+) -> Result<bool, StorageError> {
+    let first = &group[0];
+    let end = group[group.len() - 1].next_offset;
+    let dir = log.dir().to_path_buf();
+    let name = log.name().clone();
+    let io = |path: &Path, op, e| StorageError::from_io(&name, path, op, e);
+    let tmp = segment::segment_path(&dir, first.base, "cleaned.tmp");
+    let mut seg = Segment {
+        base_offset: first.base,
+        file: first.file.clone(),
+        ahead: ZeroAhead::sealed(first.file.clone(), 0),
+        size: 0,
+        next_offset: first.base,
+        max_timestamp: -1,
+        created_ms: 0,
+        index: SegmentIndex::new(log.config().index_interval_bytes),
+    };
+    if !bytes.is_empty() {
+        let _ = std::fs::remove_file(&tmp);
+        let file = SegmentFile::create(&tmp, Default::default()).await.map_err(|e| io(&tmp, "create", e))?;
+        let padded = bytes.len().div_ceil(DMA_ALIGNMENT as usize) * DMA_ALIGNMENT as usize;
+        let mut buf = file.alloc(padded);
+        buf.as_bytes_mut()[..bytes.len()].copy_from_slice(&bytes);
+        buf.as_bytes_mut()[bytes.len()..].fill(0);
+        file.write_at(buf, 0).await.map_err(|e| io(&tmp, "write", e))?;
+        file.truncate(bytes.len() as u64).await.map_err(|e| io(&tmp, "truncate", e))?;
+        file.fdatasync().await.map_err(|e| io(&tmp, "sync", e))?;
+        file.close().await.map_err(|e| io(&tmp, "close", e))?;
+        for_each_batch(&bytes, |_, header| {
+            let position = seg.size;
+            seg.on_append(header, position);
+        });
     }
+    let Some(lock) = pass.lock_sealed(group).await else {
+        let _ = std::fs::remove_file(&tmp);
+        return Ok(false);
+    };
+    let bases: Vec<i64> = group.iter().map(|g| g.base).collect();
+    let (offsets, times) = (seg.index.encode_offsets(), seg.index.encode_times());
+    let has_data = !bytes.is_empty();
+    let (job_dir, job_name, base) = (dir.clone(), name.clone(), first.base);
+    glommio::executor()
+        .spawn_blocking(move || {
+            swap::swap_in(&job_dir, &job_name, base, end, &bases, has_data.then_some((tmp, offsets, times)))
+        })
+        .await?;
+    let merged = if has_data {
+        let path = segment::segment_path(&dir, first.base, segment::LOG_SUFFIX);
+        let file = SegmentFile::open(&path, log.faults().clone()).await.map_err(|e| io(&path, "open", e))?;
+        seg.file = Rc::new(file);
+        seg.ahead = ZeroAhead::sealed(seg.file.clone(), seg.size);
+        // The merged segment covers every offset the group covered, even
+        // when its last batches were cleaned away.
+        seg.next_offset = end;
+        Some(seg)
+    } else {
+        None
+    };
+    lock.replace(merged);
+    Ok(true)
+}
 
-    async fn read_whole(&self, seg: &Sealed) -> Result<Vec<u8>, StorageError> {
-        let mut out = Vec::with_capacity(seg.size as usize);
-        let mut pos = 0u64;
-        while pos < seg.size {
-            let len = (limits::READ_WINDOW_BYTES as u64).min(seg.size - pos) as usize;
-            let chunk = seg
-                .file
-                .read_at(pos, len)
-                .await
-                .map_err(|e| StorageError::from_io(self.name(), seg.file.path(), "read for compaction", e))?;
-            if chunk.is_empty() {
-                break;
+/// Notes, per key, the offset of its newest record in `bytes` below `below`.
+fn note_newest(newest: &mut HashMap<Vec<u8>, i64>, bytes: &[u8], below: i64) {
+    for_each_batch(bytes, |batch, _| {
+        if let Ok(records) = record_batch::read_records(batch) {
+            for r in records.into_iter().filter(|r| r.offset < below) {
+                if let Some(key) = r.key {
+                    newest.insert(key.to_vec(), r.offset);
+                }
             }
-            pos += chunk.len() as u64;
-            out.extend_from_slice(&chunk);
         }
-        Ok(out)
-    }
+    });
+}
 
-    /// Replaces consecutive sealed segments with one holding `bytes` (or
-    /// with nothing, when `bytes` is empty). `false` when retention got to
-    /// one of them first.
-    async fn replace_group(&self, group: &[Sealed], bytes: Vec<u8>) -> Result<bool, StorageError> {
-        let first = &group[0];
-        let end = group[group.len() - 1].next_offset;
-        let dir = self.dir().to_path_buf();
-        let name = self.name().clone();
-        let io = |path: &Path, op, e| StorageError::from_io(&name, path, op, e);
-        let tmp = segment::segment_path(&dir, first.base, "cleaned.tmp");
-        let mut seg = Segment {
-            base_offset: first.base,
-            file: first.file.clone(),
-            ahead: ZeroAhead::sealed(first.file.clone(), 0),
-            size: 0,
-            next_offset: first.base,
-            max_timestamp: -1,
-            created_ms: 0,
-            index: SegmentIndex::new(self.config().index_interval_bytes),
+/// One sealed segment's batches with only the records `newest` keeps, and
+/// tombstones only while newer than `tombstone_horizon`.
+fn clean_segment(
+    bytes: &[u8],
+    newest: &HashMap<Vec<u8>, i64>,
+    tombstone_horizon: i64,
+    report: &mut CompactionReport,
+) -> Vec<u8> {
+    let mut out: Vec<u8> = Vec::with_capacity(bytes.len());
+    for_each_batch(bytes, |batch, header| {
+        let Ok(records) = record_batch::read_records(batch) else {
+            out.extend_from_slice(batch); // compressed: kept whole
+            return;
         };
-        if !bytes.is_empty() {
-            let _ = std::fs::remove_file(&tmp);
-            let file = SegmentFile::create(&tmp, Default::default()).await.map_err(|e| io(&tmp, "create", e))?;
-            let padded = bytes.len().div_ceil(DMA_ALIGNMENT as usize) * DMA_ALIGNMENT as usize;
-            let mut buf = file.alloc(padded);
-            buf.as_bytes_mut()[..bytes.len()].copy_from_slice(&bytes);
-            buf.as_bytes_mut()[bytes.len()..].fill(0);
-            file.write_at(buf, 0).await.map_err(|e| io(&tmp, "write", e))?;
-            file.truncate(bytes.len() as u64).await.map_err(|e| io(&tmp, "truncate", e))?;
-            file.fdatasync().await.map_err(|e| io(&tmp, "sync", e))?;
-            file.close().await.map_err(|e| io(&tmp, "close", e))?;
-            for_each_batch(&bytes, |_, header| {
-                let position = seg.size;
-                seg.on_append(header, position);
-            });
-        }
-        let _permit = self.write_permit().acquire_permit(1).await.expect("write permit: never closed");
-        if !group.iter().all(|g| self.still_sealed(g.base, &g.file)) {
-            let _ = std::fs::remove_file(&tmp);
-            return Ok(false);
-        }
-        let bases: Vec<i64> = group.iter().map(|g| g.base).collect();
-        let (offsets, times) = (seg.index.encode_offsets(), seg.index.encode_times());
-        let has_data = !bytes.is_empty();
-        let (job_dir, job_name, job_bases, base) = (dir.clone(), name.clone(), bases.clone(), first.base);
-        glommio::executor()
-            .spawn_blocking(move || {
-                swap_in(&job_dir, &job_name, base, end, &job_bases, has_data.then_some((tmp, offsets, times)))
+        report.records_before += records.len() as u64;
+        let keep: Vec<bool> = records
+            .iter()
+            .map(|r| match r.key {
+                None => true,
+                Some(k) => {
+                    newest.get(k) == Some(&r.offset) && (r.value.is_some() || header.max_timestamp >= tombstone_horizon)
+                }
             })
-            .await?;
-        let reopened = if has_data {
-            let path = segment::segment_path(&dir, first.base, segment::LOG_SUFFIX);
-            Some(SegmentFile::open(&path, self.faults().clone()).await.map_err(|e| io(&path, "open", e))?)
-        } else {
-            None
-        };
-        let mut st = self.state_mut();
-        for b in &bases {
-            st.segments.remove(b);
+            .collect();
+        let kept = keep.iter().filter(|k| **k).count();
+        report.records_after += kept as u64;
+        if kept == records.len() {
+            out.extend_from_slice(batch);
+        } else if kept > 0 {
+            out.extend_from_slice(&record_batch::retain_records(batch, &keep));
         }
-        // Cached batches of these segments are the uncleaned originals.
-        st.cache.trim_before(end);
-        if let Some(file) = reopened {
-            seg.file = Rc::new(file);
-            seg.ahead = ZeroAhead::sealed(seg.file.clone(), seg.size);
-            // The merged segment covers every offset the group covered, even
-            // when its last batches were cleaned away.
-            seg.next_offset = end;
-            st.segments.insert(first.base, seg);
-        }
-        Ok(true)
-    }
-
-    fn still_sealed(&self, base: i64, file: &Rc<SegmentFile>) -> bool {
-        let st = self.state_ref();
-        let is_active = st.segments.keys().next_back() == Some(&base);
-        !is_active && st.segments.get(&base).is_some_and(|s| Rc::ptr_eq(&s.file, file))
-    }
-}
-
-impl Sealed {
-    fn of(s: &Segment) -> Self {
-        Self { base: s.base_offset, file: s.file.clone(), size: s.size, next_offset: s.next_offset }
-    }
-}
-
-/// The swap itself (blocking; see the module documentation for why each
-/// step is where it is). `merged`: the synced `.tmp` file and its index
-/// files' contents, or `None` when the group is simply removed.
-fn swap_in(
-    dir: &Path,
-    name: &PartitionName,
-    base: i64,
-    end: i64,
-    bases: &[i64],
-    merged: Option<(PathBuf, Vec<u8>, Vec<u8>)>,
-) -> Result<(), StorageError> {
-    let io = |path: &Path, op, e| StorageError::from_io(name, path, op, e);
-    let swap = swap_path(dir, base, end);
-    if let Some((tmp, _, _)) = &merged {
-        std::fs::rename(tmp, &swap).map_err(|e| io(&swap, "rename", e))?;
-        file::sync_dir(dir).map_err(|e| io(dir, "sync directory", e))?;
-    }
-    for &b in bases {
-        remove_segment(dir, b).map_err(|e| io(dir, "remove cleaned segment", e))?;
-    }
-    file::sync_dir(dir).map_err(|e| io(dir, "sync directory", e))?;
-    if let Some((_, offsets, times)) = merged {
-        let log = segment::segment_path(dir, base, segment::LOG_SUFFIX);
-        for (suffix, bytes) in [(segment::INDEX_SUFFIX, offsets), (segment::TIME_INDEX_SUFFIX, times)] {
-            let path = log.with_extension(suffix);
-            file::write_atomically(&path, &bytes).map_err(|e| io(&path, "write index", e))?;
-        }
-        std::fs::rename(&swap, &log).map_err(|e| io(&log, "rename", e))?;
-        file::sync_dir(dir).map_err(|e| io(dir, "sync directory", e))?;
-    }
-    Ok(())
-}
-
-fn swap_path(dir: &Path, base: i64, end: i64) -> PathBuf {
-    dir.join(format!("{base:020}-{end:020}.swap"))
-}
-
-fn remove_segment(dir: &Path, base: i64) -> std::io::Result<()> {
-    for suffix in [segment::INDEX_SUFFIX, segment::TIME_INDEX_SUFFIX, segment::LOG_SUFFIX] {
-        match std::fs::remove_file(segment::segment_path(dir, base, suffix)) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-            _ => {}
-        }
-    }
-    Ok(())
-}
-
-/// Finishes replacements a crash interrupted: for each `<base>-<end>.swap`
-/// (a complete merged segment), removes the segments it replaces (bases in
-/// `[base, end)`, with their indices) and renames it to `<base>.log`, whose
-/// index recovery then rebuilds. Called before segments are listed.
-pub fn finish_swaps(dir: &Path) -> std::io::Result<usize> {
-    let mut done = 0;
-    let mut swaps = Vec::new();
-    for entry in std::fs::read_dir(dir)? {
-        let name = entry?.file_name().to_string_lossy().into_owned();
-        let Some(stem) = name.strip_suffix(".swap") else { continue };
-        let Some((b, e)) = stem.split_once('-') else { continue };
-        if let (Ok(b), Ok(e)) = (b.parse::<i64>(), e.parse::<i64>()) {
-            swaps.push((b, e));
-        }
-    }
-    for (base, end) in swaps {
-        for entry in std::fs::read_dir(dir)? {
-            let name = entry?.file_name().to_string_lossy().into_owned();
-            if let Some(b) = segment::parse_segment_name(&name).filter(|b| (base..end).contains(b)) {
-                remove_segment(dir, b)?;
-            }
-        }
-        remove_segment(dir, base)?;
-        std::fs::rename(swap_path(dir, base, end), segment::segment_path(dir, base, segment::LOG_SUFFIX))?;
-        file::sync_dir(dir)?;
-        done += 1;
-    }
-    Ok(done)
+    });
+    out
 }
 
 /// Calls `f` with each whole batch in `bytes` and its header.

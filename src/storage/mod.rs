@@ -17,6 +17,7 @@ pub mod log;
 pub mod producers;
 pub mod recovery;
 pub mod segment;
+pub mod swap;
 pub mod zero_ahead;
 
 pub use chunk::{Chunk, FileRange};

@@ -23,6 +23,7 @@ use crate::{
         file::{self, Faults, SegmentFile},
         index::SegmentIndex,
         segment::{self, scan, ScanRules, Segment},
+        swap,
         zero_ahead::ZeroAhead,
     },
 };
@@ -114,7 +115,7 @@ pub async fn recover(
 ) -> Result<(Vec<Segment>, RecoveryReport), StorageError> {
     let io_err = |file: &Path, op, e| StorageError::from_io(name, file, op, e);
     std::fs::create_dir_all(dir).map_err(|e| io_err(dir, "create directory", e))?;
-    let swaps = crate::storage::compact::finish_swaps(dir).map_err(|e| io_err(dir, "finish compaction", e))?;
+    let swaps = swap::finish_swaps(dir).map_err(|e| io_err(dir, "finish compaction", e))?;
     if swaps > 0 {
         log::warn!("partition {name}: finished {swaps} segment replacement(s) a crash interrupted");
     }

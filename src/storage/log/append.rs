@@ -1,0 +1,245 @@
+//! The write path: appends queue up, and the writer holding the write
+//! permit flushes the whole queue as runs of aligned DMA writes
+//! (`flush_pending` → `write_run` → `commit_batch`), rolling between runs;
+//! a durable append then waits for the group commit (`group_commit`).
+
+use std::{
+    cell::RefCell,
+    rc::Rc,
+    time::{Duration, Instant},
+};
+
+use bytes::BytesMut;
+
+use super::state::{align_down, align_up, bump, AppendInfo, PartitionLog, Pending, ResultSlot};
+use crate::{
+    limits,
+    protocol::record_batch,
+    storage::{
+        batch_cache::CachedBatch,
+        error::StorageError,
+        producers::{self, Sequenced},
+    },
+};
+
+/// When an append may return, matching the producer's `acks`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// Once the write completed (acks=0 and acks=1).
+    Written,
+    /// Once an `fdatasync` covers it (acks=all).
+    Synced,
+}
+
+/// Where one append's time went, for the request stages in `/metrics`
+/// (`metrics::stages`). Filled in by [`PartitionLog::append_timed`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AppendTimings {
+    /// Waiting for the write permit (the writer before may write this batch
+    /// too, in which case this is all the append waits for).
+    pub permit: Duration,
+    /// Rolling to a new segment while holding the permit.
+    pub roll: Duration,
+    /// DMA writes (preallocation included) while holding the permit.
+    pub write: Duration,
+    /// Waiting for an fdatasync covering the batch (acks=all).
+    pub sync: Duration,
+}
+
+impl PartitionLog {
+    /// Appends one producer batch, assigning its offsets. Returns once the
+    /// batch is written, or once it is durable for [`Durability::Synced`].
+    ///
+    /// Appends that arrive while a write is in flight queue up; the next
+    /// writer flushes the whole queue in one DMA write, and one fdatasync then
+    /// covers all of them.
+    pub async fn append(&self, batch: BytesMut, durability: Durability) -> Result<AppendInfo, StorageError> {
+        self.append_timed(batch, durability, &mut AppendTimings::default()).await
+    }
+
+    /// [`Self::append`], saying where the time went.
+    pub async fn append_timed(
+        &self,
+        batch: BytesMut,
+        durability: Durability,
+        timings: &mut AppendTimings,
+    ) -> Result<AppendInfo, StorageError> {
+        let header = record_batch::check_produced_batch(&batch, self.config.max_batch_bytes)
+            .map_err(|reason| StorageError::InvalidBatch { partition: self.name.clone(), reason })?;
+        if producers::is_idempotent(&header) {
+            let verdict = self.state.borrow().producers.check(&header);
+            match verdict {
+                Ok(Sequenced::Append) => self.state.borrow_mut().producers.record(&header, -1),
+                Ok(Sequenced::Duplicate { base_offset, last_offset }) => {
+                    // Written before: answer as the first time, once it is as
+                    // durable as this request asks.
+                    if durability == Durability::Synced {
+                        let waited = Instant::now();
+                        let synced = self.sync_through(last_offset + 1).await;
+                        timings.sync += waited.elapsed();
+                        synced?;
+                    }
+                    return Ok(AppendInfo { base_offset, last_offset, max_timestamp: header.max_timestamp });
+                }
+                Ok(Sequenced::InFlight) => {
+                    return Err(StorageError::DuplicateInFlight { partition: self.name.clone() });
+                }
+                Err(reason) => return Err(StorageError::Sequence { partition: self.name.clone(), reason }),
+            }
+        }
+        let slot: ResultSlot = Rc::new(RefCell::new(None));
+        self.state.borrow_mut().pending.push(Pending { batch, header, slot: slot.clone() });
+        let waited = Instant::now();
+        let permit = self.write_permit.acquire_permit(1).await.expect("write permit: never closed");
+        timings.permit += waited.elapsed();
+        if slot.borrow().is_none() {
+            self.flush_pending(timings).await;
+        }
+        drop(permit);
+        let info = slot.borrow_mut().take().expect("a flush answers every queued append")?;
+        if durability == Durability::Synced {
+            let waited = Instant::now();
+            let synced = self.sync_through(info.last_offset + 1).await;
+            timings.sync += waited.elapsed();
+            synced?;
+        }
+        Ok(info)
+    }
+
+    /// Writes every queued append, in runs that fit the active segment and
+    /// the write size limit, rolling between runs. The caller holds the
+    /// write permit. Every queued slot gets an answer.
+    async fn flush_pending(&self, timings: &mut AppendTimings) {
+        let mut queue = std::mem::take(&mut self.state.borrow_mut().pending);
+        let mut done = 0;
+        while done < queue.len() {
+            let rolled = Instant::now();
+            let outcome = match self.ensure_writable() {
+                Ok(()) => self.roll_if_due(queue[done].batch.len()).await,
+                Err(e) => Err(e),
+            };
+            timings.roll += rolled.elapsed();
+            let run_len = self.run_length(&queue[done..]);
+            let run = &mut queue[done..done + run_len];
+            let written = Instant::now();
+            let outcome = match outcome {
+                Ok(()) => self.write_run(run).await,
+                Err(e) => Err(e),
+            };
+            timings.write += written.elapsed();
+            match outcome {
+                Ok(infos) => {
+                    for (p, info) in run.iter().zip(infos) {
+                        *p.slot.borrow_mut() = Some(Ok(info));
+                    }
+                    done += run_len;
+                }
+                Err(e) => {
+                    // Nothing after a failed write may be written out of order.
+                    let mut st = self.state.borrow_mut();
+                    for p in &queue[done..] {
+                        if producers::is_idempotent(&p.header) {
+                            st.producers.forget(&p.header);
+                        }
+                        *p.slot.borrow_mut() = Some(Err(e.duplicate()));
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    /// How many queued batches the next write takes: at least one, then as
+    /// many as fit the active segment and `WRITE_BYTES_MAX`.
+    fn run_length(&self, queue: &[Pending]) -> usize {
+        let st = self.state.borrow();
+        let room = self.config.segment_bytes.saturating_sub(st.active().size);
+        let mut bytes = queue[0].batch.len() as u64;
+        let mut n = 1;
+        while let Some(p) = queue.get(n) {
+            bytes += p.batch.len() as u64;
+            if bytes > room || bytes > limits::WRITE_BYTES_MAX as u64 {
+                break;
+            }
+            n += 1;
+        }
+        n
+    }
+
+    /// Writes the tail block plus a run of batches as one aligned DMA write,
+    /// then commits the new state. Nothing is visible to readers before the
+    /// write completed, and a failed write leaves the state as it was.
+    async fn write_run(&self, run: &mut [Pending]) -> Result<Vec<AppendInfo>, StorageError> {
+        let (file, ahead, buf, write_pos, needed) = {
+            let st = self.state.borrow();
+            let mut next = st.next_offset;
+            for p in run.iter_mut() {
+                record_batch::patch_base_offset(&mut p.batch, next);
+                record_batch::patch_leader_epoch(&mut p.batch, self.config.leader_epoch);
+                p.header.base_offset = next;
+                p.header.leader_epoch = self.config.leader_epoch;
+                next = p.header.last_offset() + 1;
+            }
+            let seg = st.active();
+            let write_pos = align_down(seg.size);
+            debug_assert_eq!(st.tail.len() as u64, seg.size - write_pos, "tail mirrors the partial block");
+            let used = st.tail.len() + run.iter().map(|p| p.batch.len()).sum::<usize>();
+            let mut buf = seg.file.alloc(align_up(used as u64) as usize);
+            let bytes = buf.as_bytes_mut();
+            bytes[..st.tail.len()].copy_from_slice(&st.tail);
+            let mut at = st.tail.len();
+            for p in run.iter() {
+                bytes[at..at + p.batch.len()].copy_from_slice(&p.batch);
+                at += p.batch.len();
+            }
+            bytes[used..].fill(0);
+            let needed = write_pos + bytes.len() as u64;
+            (seg.file.clone(), seg.ahead.clone(), buf, write_pos, needed)
+        };
+        let step = self.config.preallocate_step_bytes;
+        if ahead.covers(needed) {
+            // Blocks written before: a plain overwrite, no metadata to change.
+            file.write_at(buf, write_pos)
+                .await
+                .map_err(|e| StorageError::from_io(&self.name, file.path(), "write", e))?;
+        } else {
+            bump(&self.stats.extending_writes, 1);
+            ahead.write_beyond(buf, write_pos, step, &self.name).await?;
+        }
+        let infos = run.iter_mut().map(|p| self.commit_batch(p)).collect();
+        let head = align_up(self.state.borrow().active().size);
+        ahead.top_up(head, self.config.zero_ahead_bytes, self.config.segment_bytes, step, &self.name);
+        Ok(infos)
+    }
+
+    /// Makes one written batch visible: segment, index, tail block, cache.
+    fn commit_batch(&self, p: &mut Pending) -> AppendInfo {
+        let batch = std::mem::take(&mut p.batch).freeze();
+        let header = p.header;
+        let mut st = self.state.borrow_mut();
+        let seg = st.active_mut();
+        let position = seg.size;
+        seg.on_append(&header, position);
+        let new_size = seg.size;
+        let keep = (new_size - align_down(new_size)) as usize;
+        if keep <= batch.len() {
+            st.tail.clear();
+            st.tail.extend_from_slice(&batch[batch.len() - keep..]);
+        } else {
+            st.tail.extend_from_slice(&batch);
+        }
+        st.next_offset = header.last_offset() + 1;
+        bump(&self.stats.appends, 1);
+        bump(&self.stats.records_appended, (header.last_offset() - header.base_offset + 1) as u64);
+        bump(&self.stats.bytes_appended, batch.len() as u64);
+        st.cache.push(CachedBatch { base_offset: header.base_offset, last_offset: header.last_offset(), bytes: batch });
+        if producers::is_idempotent(&header) {
+            st.producers.record(&header, header.base_offset);
+        }
+        AppendInfo {
+            base_offset: header.base_offset,
+            last_offset: header.last_offset(),
+            max_timestamp: header.max_timestamp,
+        }
+    }
+}

@@ -1,0 +1,67 @@
+//! The group commit: callers queue on the sync permit, and one `fdatasync`
+//! covers every append written before it, for all who wait behind it. A
+//! failed sync refuses writes until the log is reopened (fsyncgate).
+
+use std::time::Instant;
+
+use super::state::{bump, PartitionLog};
+use crate::storage::error::StorageError;
+
+impl PartitionLog {
+    /// Returns once every offset below `target` is durable. Callers queue on
+    /// the sync permit; whoever gets it finds its data already covered by the
+    /// sync before it, or syncs everything written so far for all behind it.
+    pub async fn sync_through(&self, target: i64) -> Result<(), StorageError> {
+        if self.state.borrow().durable_offset >= target {
+            return Ok(());
+        }
+        let _permit = self.sync_permit.acquire_permit(1).await.expect("sync permit: never closed");
+        if self.state.borrow().durable_offset >= target {
+            return Ok(());
+        }
+        self.sync_active().await
+    }
+
+    /// Syncs the active segment now, whatever was synced before.
+    pub(super) async fn force_sync(&self) -> Result<(), StorageError> {
+        let _permit = self.sync_permit.acquire_permit(1).await.expect("sync permit: never closed");
+        self.sync_active().await
+    }
+
+    /// One fdatasync of the active segment; the caller holds the sync permit.
+    async fn sync_active(&self) -> Result<(), StorageError> {
+        let (file, upto) = {
+            let st = self.state.borrow();
+            if st.failed {
+                return Err(StorageError::WritesRefused { partition: self.name.clone() });
+            }
+            (st.active().file.clone(), st.next_offset)
+        };
+        bump(&self.stats.syncs, 1);
+        let appends = self.stats.appends.get();
+        self.stats.appends_per_sync.observe((appends - self.stats.appends_at_last_sync.get()) as f64);
+        self.stats.appends_at_last_sync.set(appends);
+        let started = Instant::now();
+        let synced = file.fdatasync().await;
+        self.stats.sync_seconds.observe(started.elapsed().as_secs_f64());
+        match synced {
+            Ok(()) => {
+                let mut st = self.state.borrow_mut();
+                st.durable_offset = st.durable_offset.max(upto);
+                Ok(())
+            }
+            Err(source) => {
+                // fsyncgate: after a failed fsync the kernel may have dropped
+                // the dirty pages and cleared the error, so a retry could
+                // "succeed" over lost data. Refuse writes until recovery.
+                self.state.borrow_mut().failed = true;
+                log::error!(
+                    "partition {}: fdatasync of {} failed: {source}; refusing writes",
+                    self.name,
+                    file.path().display()
+                );
+                Err(StorageError::SyncFailed { partition: self.name.clone(), file: file.path().to_path_buf(), source })
+            }
+        }
+    }
+}

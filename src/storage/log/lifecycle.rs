@@ -1,0 +1,143 @@
+//! Opening a log (recovery, then the trusted prefix synced and
+//! checkpointed, then producer state rebuilt) and closing it.
+
+use std::{
+    cell::{Cell, RefCell},
+    path::Path,
+};
+
+use glommio::sync::Semaphore;
+
+use super::{
+    retention::read_log_start,
+    state::{align_down, LogState, LogStats, PartitionLog},
+};
+use crate::{
+    protocol::record_batch::BatchHeader,
+    storage::{
+        batch_cache::BatchCache,
+        config::{Clock, LogConfig},
+        error::{PartitionName, StorageError},
+        file::Faults,
+        producers::{self, ProducerStates},
+        recovery::{self, Checkpoint, RecoveryReport},
+        segment::Segment,
+    },
+};
+
+impl PartitionLog {
+    /// Opens (creating if needed) the log in `dir`, recovering it first.
+    pub async fn open(
+        dir: &Path,
+        name: PartitionName,
+        config: LogConfig,
+        clock: Clock,
+        faults: Faults,
+    ) -> Result<(Self, RecoveryReport), StorageError> {
+        let config = config.clamped();
+        let (segments, report) = recovery::recover(dir, &name, &config, &faults, clock.now_ms()).await?;
+        let active = segments.last().expect("recover returns at least one segment");
+        let next_offset = active.next_offset;
+        // DeleteRecords may have moved the start past the first segment's base.
+        let log_start = segments[0].base_offset.max(read_log_start(dir).unwrap_or(0).min(next_offset));
+        let tail = read_tail(active, &name).await?;
+        let state = LogState {
+            segments: segments.into_iter().map(|s| (s.base_offset, s)).collect(),
+            log_start,
+            next_offset,
+            durable_offset: next_offset,
+            tail,
+            cache: BatchCache::new(config.cache_bytes),
+            failed: false,
+            pending: Vec::new(),
+            producers: ProducerStates::default(),
+        };
+        let log = Self {
+            name,
+            dir: dir.to_path_buf(),
+            config,
+            clock,
+            faults,
+            state: RefCell::new(state),
+            write_permit: Semaphore::new(1),
+            sync_permit: Semaphore::new(1),
+            clean_permit: Semaphore::new(1),
+            sealing: RefCell::new(None),
+            cleaned_up_to: Cell::new(None),
+            stats: LogStats::default(),
+        };
+        // What recovery kept is now the trusted prefix: sync it and say so, so
+        // the next open validates only what is written after this point.
+        // (Sealed segments were synced when they rolled.) After a clean close
+        // the checkpoint already says exactly that: skip the fsyncs, which
+        // would otherwise cost every partition two at every start.
+        let here = Checkpoint {
+            segment_base: log.state.borrow().active().base_offset,
+            position: log.state.borrow().active().size,
+        };
+        if report.checkpoint != Some(here) || !report.cuts.is_empty() {
+            log.force_sync().await?;
+            log.write_checkpoint().await?;
+        }
+        log.rebuild_producers().await;
+        Ok((log, report))
+    }
+
+    /// Rebuilds the producer states on open: the newest snapshot, then the
+    /// headers of every batch after it. A part that cannot be read is
+    /// logged and skipped (its producers then start over, as after expiry).
+    async fn rebuild_producers(&self) {
+        let (from, mut states) = producers::load_newest_snapshot(&self.dir, self.log_end())
+            .map_or((self.log_start(), ProducerStates::default()), |(o, s)| (o.max(self.log_start()), s));
+        let mut offset = from;
+        while offset < self.log_end() {
+            let slice = match self.read(offset, 1 << 20).await {
+                Ok(s) => s,
+                Err(e) => {
+                    log::warn!("partition {}: rebuilding producer state at offset {offset}: {e}", self.name);
+                    break;
+                }
+            };
+            let before = offset;
+            for chunk in &slice.chunks {
+                let Ok(bytes) = chunk.load().await else { break };
+                let mut at = 0;
+                while let Ok(h) = BatchHeader::parse(&bytes[at..], usize::MAX) {
+                    if producers::is_idempotent(&h) {
+                        states.record(&h, h.base_offset);
+                    }
+                    offset = h.last_offset() + 1;
+                    at += h.total_bytes();
+                    if at >= bytes.len() {
+                        break;
+                    }
+                }
+            }
+            if offset == before {
+                break;
+            }
+        }
+        self.state.borrow_mut().producers = states;
+    }
+
+    /// Flushes, seals the active segment and records a checkpoint so the next
+    /// open needs no validation. After a failed sync nothing is vouched for.
+    pub async fn close(&self) -> Result<(), StorageError> {
+        let _permit = self.write_permit.acquire_permit(1).await.expect("write permit: never closed");
+        self.settle().await;
+        self.ensure_writable()?;
+        self.seal_active().await?;
+        self.write_checkpoint().await
+    }
+}
+
+/// The active segment's partial last block, which the next append rewrites.
+async fn read_tail(seg: &Segment, name: &PartitionName) -> Result<Vec<u8>, StorageError> {
+    let start = align_down(seg.size);
+    let len = (seg.size - start) as usize;
+    if len == 0 {
+        return Ok(Vec::new());
+    }
+    let bytes = seg.file.read_at(start, len).await.map_err(|e| StorageError::from_io(name, seg.path(), "read", e))?;
+    Ok(bytes.to_vec())
+}

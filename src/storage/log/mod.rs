@@ -1,0 +1,46 @@
+//! One partition's log: appends, group-committed syncs, reads by offset,
+//! rolling, retention and clean shutdown.
+//!
+//! A `PartitionLog` lives on one shard and is used by many tasks of that shard
+//! at once (through `Rc`). Appends are serialised by a write permit so offsets
+//! are assigned in order and the tail block is rewritten by one writer at a
+//! time; syncs are serialised by a sync permit, and every durable appender
+//! queued behind a running `fdatasync` is covered by the next one: that is the
+//! group commit. No `RefCell` borrow is held across an `.await`.
+//!
+//! The log is one type, `PartitionLog`, whose state is in `state`; each job
+//! is a module of its own, an `impl PartitionLog` over that state. Reading
+//! order, and the direction of use (each uses only those above it):
+//!
+//! - `state` — `PartitionLog`, `LogState` (segments, tail block, cache, the
+//!   append queue, producers), `LogStats`, the accessors.
+//! - `group_commit` — `sync_through`: one `fdatasync` for all who wait.
+//! - `seal` — `roll`, and the background work a roll leaves (`SealWork`,
+//!   `CheckpointWork`) that `settle` waits for.
+//! - `append` — the append queue flushed as DMA write runs (`append` →
+//!   `flush_pending` → `write_run` → `commit_batch`).
+//! - `read` — `read` (tail cache, active segment by direct read, sealed
+//!   segments by sendfile range) and `offset_for_timestamp`; the free
+//!   functions there walk batch headers in segment files.
+//! - `retention` — retention by bytes and time, and DeleteRecords.
+//! - `cleaning` — what the log lends a compaction pass (`storage::compact`):
+//!   segment snapshots and a typed swap of sealed segments.
+//! - `lifecycle` — `open` (recovery, checkpoint, producer state rebuild) and
+//!   `close`.
+//!
+//! This file only names the modules and what they export.
+
+mod append;
+mod cleaning;
+mod group_commit;
+mod lifecycle;
+mod read;
+mod retention;
+mod seal;
+mod state;
+
+pub use append::{AppendTimings, Durability};
+pub(crate) use cleaning::{CompactionPass, SegmentSnapshot};
+pub use read::ReadSlice;
+pub use retention::RetentionOutcome;
+pub use state::{AppendInfo, LogStats, PartitionLog};

@@ -1,0 +1,191 @@
+//! Rolling and sealing: a roll syncs the active segment and starts the next
+//! one on the append path, and leaves trimming the sealed file, its index
+//! files and the checkpoint to background work (`SealWork`, then
+//! `CheckpointWork`), chained so checkpoints land in order; `settle` waits
+//! for it. Close seals the active segment in place.
+
+use std::{path::PathBuf, rc::Rc};
+
+use super::state::{LogState, PartitionLog};
+use crate::{
+    limits,
+    storage::{
+        background,
+        error::{PartitionName, StorageError},
+        file, producers,
+        recovery::{self, Checkpoint},
+        segment,
+        zero_ahead::ZeroAhead,
+    },
+};
+
+impl PartitionLog {
+    /// Rolls before a write of `incoming` bytes when the active segment is
+    /// full, old enough (`segment.ms`) or near its limit of relative offsets.
+    pub(super) async fn roll_if_due(&self, incoming: usize) -> Result<(), StorageError> {
+        let due = {
+            let st = self.state.borrow();
+            let seg = st.active();
+            let now = self.clock.now_ms();
+            seg.size > 0
+                && (seg.size + incoming as u64 > self.config.segment_bytes
+                    || now - seg.created_ms >= self.config.segment_ms
+                    // A batch holds fewer records than bytes, so this keeps
+                    // every relative offset of the next batch representable.
+                    || st.next_offset - seg.base_offset > limits::SEGMENT_OFFSETS_MAX - limits::BATCH_BYTES_MAX as i64)
+        };
+        if due {
+            self.roll().await
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Seals the active segment and starts a new one at the log end. The
+    /// caller holds the write permit. Only what the next append needs is
+    /// done here: the sync of the sealed segment (everything before the new
+    /// one must be durable before anything in it is acknowledged) and the
+    /// new file with its directory entry synced. Trimming the sealed file,
+    /// its index files and the checkpoint follow in the background
+    /// ([`SealWork`]): until they land, recovery rebuilds missing indices
+    /// and validates from the previous checkpoint, as after any crash.
+    pub(super) async fn roll(&self) -> Result<(), StorageError> {
+        self.sync_through(self.log_end()).await?;
+        let sealed = self.seal_work();
+        let base = self.state.borrow().next_offset;
+        let seg =
+            recovery::create_segment(&self.dir, base, &self.name, &self.config, &self.faults, self.clock.now_ms())
+                .await?;
+        let checkpoint = {
+            let mut st = self.state.borrow_mut();
+            st.segments.insert(base, seg);
+            st.tail.clear();
+            self.checkpoint_work(&st)
+        };
+        let previous = self.sealing.borrow_mut().take();
+        let job = background::spawn(async move {
+            if let Some(previous) = previous {
+                previous.await;
+            }
+            let outcome = match sealed.run().await {
+                Ok(()) => checkpoint.run().await,
+                Err(e) => Err(e),
+            };
+            if let Err(e) = outcome {
+                log::warn!("after a roll: {e} (recovery will rebuild what is missing)");
+            }
+        });
+        *self.sealing.borrow_mut() = Some(job);
+        Ok(())
+    }
+
+    /// Waits until the background work of past rolls is done: their index
+    /// files and checkpoints are on disk. Compaction and retention, which
+    /// replace and delete sealed segments, and close call it first.
+    pub async fn settle(&self) {
+        let job = self.sealing.borrow_mut().take();
+        if let Some(job) = job {
+            job.await;
+        }
+    }
+
+    /// Makes the active segment durable, trims it and writes its index
+    /// files, now (at close).
+    pub(super) async fn seal_active(&self) -> Result<(), StorageError> {
+        self.sync_through(self.log_end()).await?;
+        self.seal_work().run().await
+    }
+
+    fn seal_work(&self) -> SealWork {
+        let st = self.state.borrow();
+        let seg = st.active();
+        SealWork {
+            name: self.name.clone(),
+            file: seg.file.clone(),
+            ahead: seg.ahead.clone(),
+            size: seg.size,
+            offsets: seg.index.encode_offsets(),
+            times: seg.index.encode_times(),
+        }
+    }
+
+    /// The recovery point as of now, and beside it a snapshot of the
+    /// producer states as of the log end (only when there are producers).
+    fn checkpoint_work(&self, st: &LogState) -> CheckpointWork {
+        let seg = st.active();
+        let snapshot = (!st.producers.is_empty()).then(|| (st.next_offset, st.producers.encode(st.next_offset)));
+        CheckpointWork {
+            name: self.name.clone(),
+            dir: self.dir.clone(),
+            checkpoint: Checkpoint { segment_base: seg.base_offset, position: seg.size },
+            snapshot,
+        }
+    }
+
+    /// Records the recovery point (and producer snapshot) now.
+    pub(super) async fn write_checkpoint(&self) -> Result<(), StorageError> {
+        let work = self.checkpoint_work(&self.state.borrow());
+        work.run().await
+    }
+}
+
+/// What sealing a segment leaves to do once it is synced: trim its
+/// preallocated blocks and write its index files. Owns what it needs, so it
+/// can run after the roll returned.
+struct SealWork {
+    name: PartitionName,
+    file: Rc<file::SegmentFile>,
+    ahead: Rc<ZeroAhead>,
+    size: u64,
+    offsets: Vec<u8>,
+    times: Vec<u8>,
+}
+
+impl SealWork {
+    async fn run(self) -> Result<(), StorageError> {
+        let file = self.file;
+        // A zero write still running would land after the trim.
+        self.ahead.retire().await;
+        file.truncate(self.size).await.map_err(|e| StorageError::from_io(&self.name, file.path(), "truncate", e))?;
+        let log_path = file.path().to_path_buf();
+        let (name, offsets, times) = (self.name, self.offsets, self.times);
+        glommio::executor()
+            .spawn_blocking(move || {
+                for (suffix, bytes) in [(segment::INDEX_SUFFIX, offsets), (segment::TIME_INDEX_SUFFIX, times)] {
+                    let path = log_path.with_extension(suffix);
+                    file::write_atomically(&path, &bytes)
+                        .map_err(|e| StorageError::from_io(&name, &path, "write index", e))?;
+                }
+                Ok(())
+            })
+            .await
+    }
+}
+
+/// A checkpoint (and producer snapshot) to write, as of when it was taken.
+struct CheckpointWork {
+    name: PartitionName,
+    dir: PathBuf,
+    checkpoint: Checkpoint,
+    snapshot: Option<(i64, Vec<u8>)>,
+}
+
+impl CheckpointWork {
+    async fn run(self) -> Result<(), StorageError> {
+        let CheckpointWork { name, dir, checkpoint, snapshot } = self;
+        let path = dir.join(recovery::CHECKPOINT_FILE);
+        glommio::executor()
+            .spawn_blocking(move || {
+                if let Some((offset, bytes)) = snapshot {
+                    let snap = segment::segment_path(&dir, offset, producers::SNAPSHOT_SUFFIX);
+                    file::write_atomically(&snap, &bytes)
+                        .map_err(|e| StorageError::from_io(&name, &snap, "write producer snapshot", e))?;
+                    producers::remove_old_snapshots(&dir, offset)
+                        .map_err(|e| StorageError::from_io(&name, &dir, "remove old producer snapshots", e))?;
+                }
+                file::write_atomically(&path, &recovery::encode_checkpoint(checkpoint))
+                    .map_err(|e| StorageError::from_io(&name, &path, "write checkpoint", e))
+            })
+            .await
+    }
+}

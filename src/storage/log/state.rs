@@ -1,0 +1,212 @@
+//! The log's state: `PartitionLog` and what it holds (`LogState`: segments,
+//! tail block, cache, the append queue, producers), its counters, and the
+//! accessors that only read it. The jobs that change it are the sibling
+//! modules, each an `impl PartitionLog`.
+
+use std::{
+    cell::{Cell, RefCell},
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+    rc::Rc,
+};
+
+use bytes::BytesMut;
+use glommio::sync::Semaphore;
+
+use crate::{
+    limits::DMA_ALIGNMENT,
+    metrics::buckets::{self, Buckets},
+    protocol::record_batch::BatchHeader,
+    storage::{
+        batch_cache::BatchCache,
+        config::{Clock, LogConfig},
+        error::{PartitionName, StorageError},
+        file::Faults,
+        producers::{self, ProducerStates},
+        segment::Segment,
+    },
+};
+
+/// Counters of one log, read by tests, benches and the metrics endpoint.
+/// Plain cells: a log belongs to one shard.
+#[derive(Debug)]
+pub struct LogStats {
+    pub appends: Cell<u64>,
+    pub records_appended: Cell<u64>,
+    pub bytes_appended: Cell<u64>,
+    pub syncs: Cell<u64>,
+    /// Appends written past the zeroed blocks (see `storage::zero_ahead`).
+    pub extending_writes: Cell<u64>,
+    /// fdatasync latency, seconds.
+    pub sync_seconds: Buckets,
+    /// Appends covered by each fdatasync (the group commit's batch size).
+    pub appends_per_sync: Buckets,
+    pub(super) appends_at_last_sync: Cell<u64>,
+    pub cache_reads: Cell<u64>,
+    pub disk_reads: Cell<u64>,
+    /// Bytes handed to readers, and the offsets they span.
+    pub bytes_read: Cell<u64>,
+    pub records_read: Cell<u64>,
+}
+
+impl Default for LogStats {
+    fn default() -> Self {
+        Self {
+            appends: Cell::new(0),
+            records_appended: Cell::new(0),
+            bytes_appended: Cell::new(0),
+            syncs: Cell::new(0),
+            extending_writes: Cell::new(0),
+            sync_seconds: Buckets::new(buckets::LATENCY_SECONDS),
+            appends_per_sync: Buckets::new(buckets::BATCH_SIZES),
+            appends_at_last_sync: Cell::new(0),
+            cache_reads: Cell::new(0),
+            disk_reads: Cell::new(0),
+            bytes_read: Cell::new(0),
+            records_read: Cell::new(0),
+        }
+    }
+}
+
+pub(super) fn bump(counter: &Cell<u64>, by: u64) {
+    counter.set(counter.get() + by);
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendInfo {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    pub max_timestamp: i64,
+}
+
+/// Where a queued append finds its answer once a flush wrote it.
+pub(super) type ResultSlot = Rc<RefCell<Option<Result<AppendInfo, StorageError>>>>;
+
+/// An append waiting for the next flush.
+pub(super) struct Pending {
+    pub(super) batch: BytesMut,
+    pub(super) header: BatchHeader,
+    pub(super) slot: ResultSlot,
+}
+
+pub(super) struct LogState {
+    /// By base offset; the last one is the active segment.
+    pub(super) segments: BTreeMap<i64, Segment>,
+    pub(super) log_start: i64,
+    /// The log end offset: the offset the next batch gets.
+    pub(super) next_offset: i64,
+    /// Every offset below this is covered by an fdatasync.
+    pub(super) durable_offset: i64,
+    /// The active segment's last partial block, rewritten with each append.
+    pub(super) tail: Vec<u8>,
+    pub(super) cache: BatchCache,
+    /// Set when an fdatasync failed: writes are refused until reopen.
+    pub(super) failed: bool,
+    /// Appends queued for the next flush, in arrival order.
+    pub(super) pending: Vec<Pending>,
+    /// Idempotent producers seen here (see `storage::producers`).
+    pub(super) producers: ProducerStates,
+}
+
+impl LogState {
+    pub(super) fn active(&self) -> &Segment {
+        self.segments.values().next_back().expect("a log always has an active segment")
+    }
+
+    pub(super) fn active_mut(&mut self) -> &mut Segment {
+        self.segments.values_mut().next_back().expect("a log always has an active segment")
+    }
+}
+
+pub struct PartitionLog {
+    pub(super) name: PartitionName,
+    pub(super) dir: PathBuf,
+    pub(super) config: LogConfig,
+    pub(super) clock: Clock,
+    pub(super) faults: Faults,
+    pub(super) state: RefCell<LogState>,
+    pub(super) write_permit: Semaphore,
+    pub(super) sync_permit: Semaphore,
+    /// One compaction pass at a time.
+    pub(super) clean_permit: Semaphore,
+    /// The last roll's background work (see `seal::SealWork`); each roll's
+    /// work waits for the one before, so checkpoints land in order.
+    pub(super) sealing: RefCell<Option<glommio::task::JoinHandle<()>>>,
+    /// The active segment's base at the last compaction pass: segments
+    /// below it have been cleaned.
+    pub(super) cleaned_up_to: Cell<Option<i64>>,
+    pub(super) stats: LogStats,
+}
+
+impl PartitionLog {
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn name(&self) -> &PartitionName {
+        &self.name
+    }
+
+    pub fn stats(&self) -> &LogStats {
+        &self.stats
+    }
+
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+
+    /// Injects faults into this log's files (tests).
+    pub fn faults(&self) -> &Faults {
+        &self.faults
+    }
+
+    pub fn log_start(&self) -> i64 {
+        self.state.borrow().log_start
+    }
+
+    pub fn log_end(&self) -> i64 {
+        self.state.borrow().next_offset
+    }
+
+    pub fn durable_offset(&self) -> i64 {
+        self.state.borrow().durable_offset
+    }
+
+    pub fn segment_count(&self) -> usize {
+        self.state.borrow().segments.len()
+    }
+
+    /// Base offset and byte size of each segment, oldest first.
+    pub fn segments(&self) -> Vec<(i64, u64)> {
+        self.state.borrow().segments.values().map(|s| (s.base_offset, s.size)).collect()
+    }
+
+    pub fn size_bytes(&self) -> u64 {
+        self.state.borrow().segments.values().map(|s| s.size).sum()
+    }
+
+    pub fn cache_bytes(&self) -> usize {
+        self.state.borrow().cache.bytes()
+    }
+
+    /// The idempotence state of one producer here (tests and tools).
+    pub fn producer(&self, producer_id: i64) -> Option<producers::ProducerEntry> {
+        self.state.borrow().producers.get(producer_id).cloned()
+    }
+
+    /// Refuses writes once an fdatasync failed (see `group_commit`).
+    pub(super) fn ensure_writable(&self) -> Result<(), StorageError> {
+        if self.state.borrow().failed {
+            return Err(StorageError::WritesRefused { partition: self.name.clone() });
+        }
+        Ok(())
+    }
+}
+
+pub(super) fn align_down(v: u64) -> u64 {
+    v & !(DMA_ALIGNMENT - 1)
+}
+
+pub(super) fn align_up(v: u64) -> u64 {
+    align_down(v + DMA_ALIGNMENT - 1)
+}
