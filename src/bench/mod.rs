@@ -36,7 +36,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{json, Value};
 
 pub use outcome::{generator_cpu_since, process_cpu_seconds, Outcome};
-use report::{percentiles_json, Progress};
+use report::{percentiles_json, Progress, Tick};
 
 #[derive(Subcommand, Debug, Clone)]
 pub enum BenchCommand {
@@ -420,15 +420,15 @@ pub fn run_once(w: &Workload, layout: &cluster::Layout, e2e: bool, label: &str) 
         let p99 = consumer
             .as_ref()
             .map_or_else(|| c.so_far.value_at_quantile(0.99), |r| r.counts().so_far.value_at_quantile(0.99));
-        progress.tick(
-            &what,
-            progress_elapsed(start),
-            total,
-            c.acked,
-            c.acked_bytes,
-            (c.acked > 0).then_some(p99),
+        progress.tick(Tick {
+            what: &what,
+            done_s: progress_elapsed(start),
+            total_s: total,
+            count: c.acked,
+            bytes: c.acked_bytes,
+            p99_us: (c.acked > 0).then_some(p99),
             note,
-        );
+        });
     }
     progress.finish();
     let mut produce = producer.counts();
@@ -499,15 +499,15 @@ fn run_consume(w: &Workload, layout: &cluster::Layout, a: &BenchArgs) -> Result<
         std::thread::sleep(Duration::from_millis(200));
         let c = reader.counts();
         if progress_elapsed(start) >= 1.0 {
-            progress.tick(
-                "consume",
-                (c.received as f64 / expected as f64) * limit,
-                limit,
-                c.received,
-                c.received_bytes,
-                None,
-                "",
-            );
+            progress.tick(Tick {
+                what: "consume",
+                done_s: (c.received as f64 / expected as f64) * limit,
+                total_s: limit,
+                count: c.received,
+                bytes: c.received_bytes,
+                p99_us: None,
+                note: "",
+            });
         }
     }
     progress.finish();

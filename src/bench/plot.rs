@@ -14,6 +14,10 @@ pub fn frame<'a, 'b, DB: DrawingBackend>(root: &'a DrawingArea<DB, Shift>, title
 }
 
 /// A legend swatch: a short line in `style`.
+/// A plotted line: its legend name, its colour and how to read its value
+/// from a point.
+pub type Series<T> = (&'static str, RGBColor, fn(&T) -> f64);
+
 pub fn swatch(style: ShapeStyle) -> impl Fn((i32, i32)) -> PathElement<(i32, i32)> {
     move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style)
 }

@@ -22,6 +22,7 @@ use super::{
     measure::ProduceCounts,
     payload::{key_text, partition_for_key, Pending, Stamp, STAMP_BYTES},
     produce::{acknowledge, pin},
+    report::Tick,
     schedule::{Schedule, SplitMix},
     Clock, Outcome, Workload,
 };
@@ -102,7 +103,15 @@ pub fn run(w: &Workload, bootstrap: &str) -> Result<Outcome, String> {
             let note = if Instant::now() < clock.measure_from { "(warm-up)" } else { "" };
             let done = Instant::now().saturating_duration_since(start).as_secs_f64();
             let p99 = Some(c.so_far.value_at_quantile(0.99));
-            progress.tick("rdkafka produce", done, length.as_secs_f64(), c.acked, c.acked_bytes, p99, note);
+            progress.tick(Tick {
+                what: "rdkafka produce",
+                done_s: done,
+                total_s: length.as_secs_f64(),
+                count: c.acked,
+                bytes: c.acked_bytes,
+                p99_us: p99,
+                note,
+            });
         }
     }
     progress.finish();

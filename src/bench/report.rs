@@ -94,14 +94,32 @@ pub struct Progress {
     last_bytes: u64,
 }
 
+/// One progress line: `done_s` of `total_s` seconds; `count`/`bytes` are
+/// running totals.
+pub struct Tick<'a> {
+    pub what: &'a str,
+    pub done_s: f64,
+    pub total_s: f64,
+    pub count: u64,
+    pub bytes: u64,
+    pub p99_us: Option<u64>,
+    pub note: &'a str,
+}
+
+impl Default for Progress {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Progress {
     pub fn new() -> Self {
         use std::io::IsTerminal;
         Self { tty: std::io::stderr().is_terminal(), last: std::time::Instant::now(), last_count: 0, last_bytes: 0 }
     }
 
-    /// `done` of `total` seconds; `count`/`bytes` are running totals.
-    pub fn tick(&mut self, what: &str, done: f64, total: f64, count: u64, bytes: u64, p99_us: Option<u64>, note: &str) {
+    pub fn tick(&mut self, t: Tick<'_>) {
+        let Tick { what, done_s: done, total_s: total, count, bytes, p99_us, note } = t;
         let now = std::time::Instant::now();
         let dt = (now - self.last).as_secs_f64().max(1e-6);
         let rate = (count - self.last_count.min(count)) as f64 / dt;
@@ -138,7 +156,7 @@ pub fn percentile_plot(path: &Path, title: &str, series: &[(&str, &Histogram<u64
     let max_nines = series.iter().map(|(_, h)| (h.len().max(10) as f64).log10()).fold(1.0, f64::max).min(6.0);
     let points: Vec<(&str, Vec<(f64, f64)>)> = series
         .iter()
-        .filter(|(_, h)| h.len() > 0)
+        .filter(|(_, h)| !h.is_empty())
         .map(|(name, h)| {
             let steps = 300;
             let pts = (0..=steps)
@@ -178,7 +196,7 @@ pub fn percentile_plot(path: &Path, title: &str, series: &[(&str, &Histogram<u64
             .draw_series(LineSeries::new(pts, color.stroke_width(2)))
             .map_err(|e| fail(&e))?
             .label(name)
-            .legend(crate::bench::plot::swatch(color.stroke_width(2).into()));
+            .legend(crate::bench::plot::swatch(color.stroke_width(2)));
     }
     crate::bench::plot::legend(&mut chart)?;
     root.present().map_err(|e| fail(&e))
@@ -225,7 +243,7 @@ pub fn sweep_plot(path: &Path, title: &str, points: &[SweepPoint], saturation: O
         .y_label_formatter(&|y| format!("{y}"))
         .draw()
         .map_err(|e| fail(&e))?;
-    let lines: [(&str, RGBColor, fn(&SweepPoint) -> f64); 3] =
+    let lines: [crate::bench::plot::Series<SweepPoint>; 3] =
         [("p50", BLUE, |p| p.p50_ms), ("p99", RED, |p| p.p99_ms), ("p99.9", MAGENTA, |p| p.p999_ms)];
     for (name, color, get) in lines {
         let pts: Vec<(f64, f64)> = points.iter().map(|p| (p.achieved, get(p).max(0.001))).collect();
@@ -233,7 +251,7 @@ pub fn sweep_plot(path: &Path, title: &str, points: &[SweepPoint], saturation: O
             .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
             .map_err(|e| fail(&e))?
             .label(name)
-            .legend(crate::bench::plot::swatch(color.stroke_width(2).into()));
+            .legend(crate::bench::plot::swatch(color.stroke_width(2)));
         chart.draw_series(pts.into_iter().map(|p| Circle::new(p, 3, color.filled()))).map_err(|e| fail(&e))?;
     }
     if let Some(x) = saturation {
@@ -241,7 +259,7 @@ pub fn sweep_plot(path: &Path, title: &str, points: &[SweepPoint], saturation: O
             .draw_series(std::iter::once(PathElement::new(vec![(x, lo), (x, hi)], BLACK.stroke_width(2))))
             .map_err(|e| fail(&e))?
             .label(format!("saturation ≈ {x:.0} msg/s"))
-            .legend(crate::bench::plot::swatch(BLACK.stroke_width(2).into()));
+            .legend(crate::bench::plot::swatch(BLACK.stroke_width(2)));
     }
     crate::bench::plot::legend(&mut chart)?;
     root.present().map_err(|e| fail(&e))

@@ -20,7 +20,7 @@ use crate::{cli::CLIENT_ID, client::Client};
 pub fn list(bootstrap: &str) -> Result<(), String> {
     let mut c = Client::connect(bootstrap, CLIENT_ID)?;
     let groups = list_groups(&mut c)?;
-    println!("{:<40} {:<20} {}", "GROUP", "STATE", "PROTOCOL-TYPE");
+    println!("{:<40} {:<20} PROTOCOL-TYPE", "GROUP", "STATE");
     for (name, state, protocol_type) in groups {
         println!("{name:<40} {state:<20} {protocol_type}");
     }
@@ -106,8 +106,8 @@ fn describe_one(c: &mut Client, name: &str) -> Result<(), String> {
     }
     let ends = log_ends(c, committed.keys())?;
     println!(
-        "{:<24} {:>9} {:>14} {:>14} {:>10}  {:<40} {:<20} {}",
-        "TOPIC", "PARTITION", "COMMITTED", "LOG-END", "LAG", "MEMBER", "CLIENT-ID", "HOST"
+        "{:<24} {:>9} {:>14} {:>14} {:>10}  {:<40} {:<20} HOST",
+        "TOPIC", "PARTITION", "COMMITTED", "LOG-END", "LAG", "MEMBER", "CLIENT-ID"
     );
     for ((topic, partition), offset) in &committed {
         let end = ends.get(&(topic.clone(), *partition)).copied().unwrap_or(-1);

@@ -352,7 +352,7 @@ fn latency_plot(w: &Workload, plan: &Plan, sweep: Option<&SweepSource>) -> Resul
                 .y_label_formatter(&|y| format!("{y}"))
                 .draw()
                 .map_err(|e| fail(&e))?;
-            let series: [(&str, RGBColor, fn(&(f64, f64, f64, f64)) -> f64); 3] =
+            let series: [crate::bench::plot::Series<(f64, f64, f64, f64)>; 3] =
                 [("p50", BLUE, |s| s.1), ("p99", RED, |s| s.2), ("p99.9", MAGENTA, |s| s.3)];
             for (name, color, get) in series {
                 let pts: Vec<(f64, f64)> = steps.iter().map(|s| (s.0, get(s).max(0.001))).collect();
@@ -360,7 +360,7 @@ fn latency_plot(w: &Workload, plan: &Plan, sweep: Option<&SweepSource>) -> Resul
                     .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
                     .map_err(|e| fail(&e))?
                     .label(name)
-                    .legend(crate::bench::plot::swatch(color.stroke_width(2).into()));
+                    .legend(crate::bench::plot::swatch(color.stroke_width(2)));
                 chart.draw_series(pts.into_iter().map(|p| Circle::new(p, 3, color.filled()))).map_err(|e| fail(&e))?;
             }
             let objective = w.latency_objective_p99_ms;
@@ -380,7 +380,7 @@ fn latency_plot(w: &Workload, plan: &Plan, sweep: Option<&SweepSource>) -> Resul
                     )))
                     .map_err(|e| fail(&e))?
                     .label(format!("planned operating point {} MB/s", num(op)))
-                    .legend(crate::bench::plot::swatch(GREEN.stroke_width(2).into()));
+                    .legend(crate::bench::plot::swatch(GREEN.stroke_width(2)));
             }
             crate::bench::plot::legend(&mut chart)?;
         }
@@ -417,7 +417,7 @@ fn capacity_plot(w: &Workload, plan: &Plan) -> Result<String, String> {
                     .draw_series(LineSeries::new(pts, RED.stroke_width(2)))
                     .map_err(|e| fail(&e))?
                     .label("needed (retention × ingress, growing)")
-                    .legend(crate::bench::plot::swatch(RED.stroke_width(2).into()));
+                    .legend(crate::bench::plot::swatch(RED.stroke_width(2)));
                 chart
                     .draw_series(std::iter::once(PathElement::new(
                         vec![(0.0, installed), (months, installed)],
@@ -425,7 +425,7 @@ fn capacity_plot(w: &Workload, plan: &Plan) -> Result<String, String> {
                     )))
                     .map_err(|e| fail(&e))?
                     .label(format!("installed: {} machines", plan.machines))
-                    .legend(crate::bench::plot::swatch(BLUE.stroke_width(2).into()));
+                    .legend(crate::bench::plot::swatch(BLUE.stroke_width(2)));
                 chart
                     .draw_series(std::iter::once(PathElement::new(
                         vec![(0.0, usable), (months, usable)],

@@ -117,7 +117,7 @@ impl SegmentIndex {
     /// not exactly what a seal would have written for a segment of
     /// `segment_bytes`: then the caller rebuilds from the data.
     pub fn decode(offsets: &[u8], times: &[u8], interval_bytes: u32, segment_bytes: u64) -> Option<Self> {
-        if offsets.len() % OFFSET_ENTRY_BYTES != 0 || times.len() % TIME_ENTRY_BYTES != 0 {
+        if !offsets.len().is_multiple_of(OFFSET_ENTRY_BYTES) || !times.len().is_multiple_of(TIME_ENTRY_BYTES) {
             return None;
         }
         let mut index = Self::new(interval_bytes);

@@ -148,7 +148,7 @@ fn produce(
     let request = wire::parse_produce(&frame, body, version)?;
     let refuse = if request.transactional {
         Some(codes::INVALID_REQUEST) // transactions need InitProducerId, which is not offered
-    } else if !matches!(request.acks, 0 | 1 | -1) {
+    } else if !matches!(request.acks, -1..=1) {
         Some(codes::INVALID_REQUIRED_ACKS)
     } else {
         None
