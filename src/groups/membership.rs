@@ -16,12 +16,10 @@ use kafka_protocol::messages::{
     JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse, SyncGroupRequest, SyncGroupResponse,
 };
 
-use crate::{
-    groups::records::Key,
-    shard::{messages::codes, Shard},
-};
+use crate::protocol::errors::*;
+use crate::{groups::records::Key, shard::Shard};
 
-use super::coordinator::{errors::*, *};
+use super::coordinator::*;
 
 pub(super) fn join_error(code: i16, member_id: &str) -> JoinGroupResponse {
     let mut r = JoinGroupResponse::default();
@@ -528,7 +526,7 @@ pub(super) fn heartbeat(shard: &Rc<Shard>, req: HeartbeatRequest) -> i16 {
         State::Empty => UNKNOWN_MEMBER_ID,
         State::PreparingRebalance => REBALANCE_IN_PROGRESS,
         _ if req.generation_id != generation => ILLEGAL_GENERATION,
-        _ => codes::NONE,
+        _ => NONE,
     }
 }
 

@@ -13,15 +13,16 @@ use kafka_protocol::messages::{
     OffsetDeleteRequest, OffsetDeleteResponse,
 };
 
+use crate::protocol::errors::*;
 use crate::{
     groups::{
         records::{Key, OffsetValue},
         FetchedOffset, ListedGroup,
     },
-    shard::{messages::codes, Shard},
+    shard::Shard,
 };
 
-use super::coordinator::{errors::*, *};
+use super::coordinator::*;
 
 pub(super) async fn commit(shard: &Rc<Shard>, req: OffsetCommitRequest, version: i16) -> OffsetCommitResponse {
     let group_id = req.group_id.0.to_string();
@@ -54,7 +55,7 @@ pub(super) async fn commit(shard: &Rc<Shard>, req: OffsetCommitRequest, version:
             let code = if let Some(e) = group_error {
                 e
             } else if !known {
-                codes::UNKNOWN_TOPIC_OR_PARTITION
+                UNKNOWN_TOPIC_OR_PARTITION
             } else if metadata.len() > settings.max_metadata_bytes {
                 OFFSET_METADATA_TOO_LARGE
             } else {
@@ -69,7 +70,7 @@ pub(super) async fn commit(shard: &Rc<Shard>, req: OffsetCommitRequest, version:
                         expire_timestamp: expire_ts,
                     },
                 ));
-                codes::NONE
+                NONE
             };
             let mut rp = OffsetCommitResponsePartition::default();
             rp.partition_index = p.partition_index;
@@ -97,7 +98,7 @@ pub(super) async fn commit(shard: &Rc<Shard>, req: OffsetCommitRequest, version:
             log::warn!("group {group_id}: commit not stored: {e}");
             for t in &mut response.topics {
                 for p in &mut t.partitions {
-                    if p.error_code == codes::NONE {
+                    if p.error_code == NONE {
                         p.error_code = COORDINATOR_NOT_AVAILABLE;
                     }
                 }
@@ -199,12 +200,12 @@ pub(super) async fn delete_groups(shard: &Rc<Shard>, names: Vec<String>) -> Dele
             let has_offsets = shard.groups.offsets.borrow().contains_key(&name);
             match groups.get(&name) {
                 Some(g) if !g.members.is_empty() => NON_EMPTY_GROUP,
-                Some(_) => codes::NONE,
-                None if has_offsets => codes::NONE,
+                Some(_) => NONE,
+                None if has_offsets => NONE,
                 None => GROUP_ID_NOT_FOUND,
             }
         };
-        let code = if code == codes::NONE { tombstone_group(shard, &name, None).await } else { code };
+        let code = if code == NONE { tombstone_group(shard, &name, None).await } else { code };
         let mut r = DeletableGroupResult::default();
         r.group_id = GroupId(s(&name));
         r.error_code = code;
@@ -243,7 +244,7 @@ pub(super) async fn tombstone_group(shard: &Rc<Shard>, group_id: &str, only: Opt
     if only.is_none() {
         shard.groups.groups.borrow_mut().remove(group_id);
     }
-    codes::NONE
+    NONE
 }
 
 pub(super) async fn offset_delete(shard: &Rc<Shard>, req: OffsetDeleteRequest) -> OffsetDeleteResponse {
@@ -280,7 +281,7 @@ pub(super) async fn offset_delete(shard: &Rc<Shard>, req: OffsetDeleteRequest) -
     }
     if !delete.is_empty() {
         let code = tombstone_group(shard, &group_id, Some(&delete)).await;
-        if code != codes::NONE {
+        if code != NONE {
             response.error_code = code;
         }
     }

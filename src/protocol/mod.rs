@@ -4,5 +4,6 @@
 //! **Architecture invariant:** nothing in `protocol` touches a file, a socket
 //! or a clock. It is tested as plain functions.
 
+pub mod errors;
 pub mod record_batch;
 pub mod varint;
