@@ -379,7 +379,7 @@ async fn load_groups(shard: &Rc<Shard>) {
             }
         }
     }
-    shard.groups.arm_restored_sessions(shard);
+    shard.groups.arm_restored_sessions();
     let (groups, keys) = shard.groups.cache_size();
     if total > 0 {
         log::info!(
@@ -394,7 +394,7 @@ async fn load_groups(shard: &Rc<Shard>) {
     crate::storage::background::spawn(async move {
         loop {
             glommio::timer::sleep(every).await;
-            let n = crate::groups::offsets::expire_offsets(&shard).await;
+            let n = shard.groups.expire_offsets().await;
             if n > 0 {
                 log::info!("shard {}: expired {n} committed offsets", shard.id);
             }

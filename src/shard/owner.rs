@@ -105,7 +105,7 @@ impl Shard {
                 self.apply_topics(table).await;
                 ShardResponse::Applied
             }
-            ShardRequest::Group(call) => ShardResponse::Group(crate::groups::coordinator::handle(self, call).await),
+            ShardRequest::Group(call) => ShardResponse::Group(self.groups.handle(call).await),
             ShardRequest::AllocateProducerId => ShardResponse::ProducerId(self.allocate_producer_id().await),
         }
     }
