@@ -1,6 +1,6 @@
 //! The seam between the group coordinator and the shard it runs on: what
 //! the coordinator needs from a runtime, and nothing else. The shard
-//! implements it (`shard::group_host`); the unit tests implement it with a
+//! implements it (`shard::group_glue`); the unit tests implement it with a
 //! fake clock, a queue of timers and an in-memory log, and drive the state
 //! machine without glommio.
 

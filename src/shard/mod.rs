@@ -11,7 +11,8 @@ pub mod router;
 pub mod topic_configs;
 pub mod topics;
 
-mod group_host;
+pub mod group_glue;
+pub mod maintenance;
 mod owner;
 
 use std::{
@@ -103,8 +104,8 @@ impl Shard {
             connections: Cell::new(0),
             inflight_bytes: Rc::new(glommio::sync::Semaphore::new(shard_budget)),
             groups: Rc::new(crate::groups::Coordinator::new(
-                Box::new(group_host::ShardGroupHost { shard: me.clone(), settings: group_settings }),
-                group_host::member_id_seed(),
+                Box::new(group_glue::ShardGroupHost { shard: me.clone(), settings: group_settings }),
+                group_glue::member_id_seed(),
             )),
             metrics: Default::default(),
             reads: glommio::sync::Semaphore::new(read_permits),
