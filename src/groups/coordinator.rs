@@ -13,52 +13,37 @@
 //!    └─────────────────┴─ expiry ◄───────────────────────────────  Stable
 //! ```
 //!
-//! Timers are tasks that sleep and then re-check: a session timer per
-//! member (re-armed from its last heartbeat), one rebalance timer per
-//! rebalance (checked against the rebalance's sequence number).
+//! Timers are armed through the host ([`GroupHost::schedule`]) and re-check
+//! when they fire: a session timer per member (re-armed from its last
+//! heartbeat), one rebalance timer per rebalance (checked against the
+//! rebalance's sequence number).
+//!
+//! **Architecture invariant:** nothing here knows the shard or glommio:
+//! appends, timers, tasks, the clock and the settings come through
+//! [`GroupHost`], so the state machine runs in unit tests on a fake one.
 
 use std::{
     cell::{Cell, RefCell},
     collections::{BTreeMap, HashMap},
+    future::Future,
     rc::Rc,
     time::{Duration, Instant},
 };
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use futures_channel::oneshot;
 use kafka_protocol::{
     messages::{JoinGroupResponse, SyncGroupResponse},
     protocol::StrBytes,
 };
 
-use crate::{
-    groups::{
-        membership, offsets,
-        records::{self, GroupValue, Key, MemberValue, OffsetValue},
-        GroupAnswer, GroupCall, OFFSETS_TOPIC,
-    },
-    protocol::record_batch::{self, Record},
-    shard::Shard,
-    storage::Durability,
+use crate::groups::{
+    ids::MemberIds,
+    membership, offsets,
+    records::{self, GroupValue, Key, MemberValue, OffsetValue},
+    seam::{GroupHost, OffsetsRecord, Timer},
+    GroupAnswer, GroupCall, GroupSettings,
 };
-
-/// Kafka error codes of the group APIs.
-pub mod errors {
-    pub const OFFSET_METADATA_TOO_LARGE: i16 = 12;
-    pub const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
-    pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
-    pub const ILLEGAL_GENERATION: i16 = 22;
-    pub const INCONSISTENT_GROUP_PROTOCOL: i16 = 23;
-    pub const INVALID_GROUP_ID: i16 = 24;
-    pub const UNKNOWN_MEMBER_ID: i16 = 25;
-    pub const INVALID_SESSION_TIMEOUT: i16 = 26;
-    pub const REBALANCE_IN_PROGRESS: i16 = 27;
-    pub const NON_EMPTY_GROUP: i16 = 68;
-    pub const GROUP_ID_NOT_FOUND: i16 = 69;
-    pub const MEMBER_ID_REQUIRED: i16 = 79;
-    pub const FENCED_INSTANCE_ID: i16 = 82;
-    pub const GROUP_SUBSCRIBED_TO_TOPIC: i16 = 86;
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum State {
@@ -114,7 +99,7 @@ pub(super) struct Group {
 }
 
 impl Group {
-    pub(super) fn new() -> Self {
+    pub(super) fn new(now_ms: i64) -> Self {
         Self {
             state: State::Empty,
             protocol_type: None,
@@ -123,7 +108,7 @@ impl Group {
             leader: None,
             members: BTreeMap::new(),
             pending: Vec::new(),
-            state_timestamp: now_ms(),
+            state_timestamp: now_ms,
             rebalance_seq: 0,
             initial_delay_until: None,
             rebalance_deadline: None,
@@ -189,8 +174,9 @@ impl Group {
 }
 
 /// The groups and committed offsets this shard coordinates.
-#[derive(Default)]
 pub struct Coordinator {
+    pub(super) host: Box<dyn GroupHost>,
+    pub(super) ids: MemberIds,
     pub(super) groups: RefCell<HashMap<String, Group>>,
     /// The offset cache: group → (topic, partition) → committed offset.
     pub(super) offsets: RefCell<HashMap<String, BTreeMap<(String, i32), OffsetValue>>>,
@@ -199,29 +185,54 @@ pub struct Coordinator {
     pub replayed: Cell<u64>,
 }
 
-/// Starts a task that first yields, so it never runs inside the caller's
-/// `RefCell` borrows (glommio may poll a new task right away).
-pub(super) fn spawn(task: impl std::future::Future<Output = ()> + 'static) {
-    glommio::spawn_local(async move {
-        futures_lite::future::yield_now().await;
-        task.await
-    })
-    .detach();
-}
-
-pub(super) fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
-}
-
 pub(super) fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
 }
 
 impl Coordinator {
+    /// A coordinator with no groups yet. `id_seed` seeds its member-id
+    /// generator once (the shard draws it from the OS at start).
+    pub fn new(host: Box<dyn GroupHost>, id_seed: u128) -> Self {
+        Self {
+            host,
+            ids: MemberIds::new(id_seed),
+            groups: RefCell::default(),
+            offsets: RefCell::default(),
+            next_seq: Cell::new(0),
+            replayed: Cell::new(0),
+        }
+    }
+
+    pub fn settings(&self) -> &GroupSettings {
+        self.host.settings()
+    }
+
+    pub(super) fn now(&self) -> Instant {
+        self.host.now()
+    }
+
+    pub(super) fn now_ms(&self) -> i64 {
+        self.host.now_ms()
+    }
+
+    /// Runs `task` on the host; it starts after the caller's borrows end
+    /// (the host never polls it before returning).
+    pub(super) fn spawn(&self, task: impl Future<Output = ()> + 'static) {
+        self.host.spawn(Box::pin(task));
+    }
+
     pub(super) fn seq(&self) -> u64 {
         let v = self.next_seq.get() + 1;
         self.next_seq.set(v);
         v
+    }
+
+    /// A timer armed through [`GroupHost::schedule`] is due.
+    pub fn fire(self: &Rc<Self>, timer: Timer) {
+        match timer {
+            Timer::Rebalance { group, seq } => membership::rebalance_timer_fired(self, &group, seq),
+            Timer::Session { group, member } => membership::session_timer_fired(self, &group, &member),
+        }
     }
 
     /// The offset cache's size: (groups, committed keys).
@@ -263,7 +274,7 @@ impl Coordinator {
             }
             (Key::Group { group }, Some(v)) => {
                 let v = GroupValue::decode(v).map_err(|e| format!("group value: {e}"))?;
-                let mut g = Group::new();
+                let mut g = Group::new(self.now_ms());
                 g.protocol_type = Some(v.protocol_type).filter(|p| !p.is_empty());
                 g.protocol = v.protocol;
                 g.generation = v.generation;
@@ -287,7 +298,7 @@ impl Coordinator {
                             joined_seq: self.seq(),
                             awaiting_join: None,
                             awaiting_sync: None,
-                            last_seen: Instant::now(),
+                            last_seen: self.now(),
                             session_timer_armed: false,
                         },
                     );
@@ -304,11 +315,11 @@ impl Coordinator {
 
     /// After replay: members restored from the log must heartbeat within
     /// their session timeout, or they are removed as usual.
-    pub fn arm_restored_sessions(&self, shard: &Rc<Shard>) {
+    pub fn arm_restored_sessions(self: &Rc<Self>) {
         let groups = self.groups.borrow();
         for (name, g) in groups.iter() {
             for id in g.members.keys() {
-                membership::arm_session_timer(shard, name, id);
+                membership::arm_session_timer(self, name, id);
             }
         }
         drop(groups);
@@ -320,46 +331,41 @@ impl Coordinator {
     }
 }
 
-/// Handles one group request on the coordinator shard.
-pub async fn handle(shard: &Rc<Shard>, call: GroupCall) -> GroupAnswer {
-    match call {
-        GroupCall::Join { request, version, client_id, client_host } => {
-            GroupAnswer::Join(membership::join(shard, request, version, client_id, client_host).await)
+impl Coordinator {
+    /// Handles one group request on the coordinator shard.
+    pub async fn handle(self: &Rc<Self>, call: GroupCall) -> GroupAnswer {
+        let c = self;
+        match call {
+            GroupCall::Join { request, version, client_id, client_host } => {
+                GroupAnswer::Join(membership::join(c, request, version, client_id, client_host).await)
+            }
+            GroupCall::Sync { request } => GroupAnswer::Sync(membership::sync(c, request).await),
+            GroupCall::Heartbeat { request } => GroupAnswer::Heartbeat(membership::heartbeat(c, request)),
+            GroupCall::Leave { request, version } => GroupAnswer::Leave(membership::leave(c, request, version).await),
+            GroupCall::Commit { request, version } => GroupAnswer::Commit(offsets::commit(c, request, version).await),
+            GroupCall::FetchOffsets { group, topics } => {
+                GroupAnswer::Offsets(Ok(offsets::fetch_offsets(c, &group, topics)))
+            }
+            GroupCall::Describe { groups } => GroupAnswer::Describe(offsets::describe(c, groups)),
+            GroupCall::List { states } => GroupAnswer::List(offsets::list(c, &states)),
+            GroupCall::Delete { groups } => GroupAnswer::Delete(offsets::delete_groups(c, groups).await),
+            GroupCall::OffsetDelete { request } => GroupAnswer::OffsetDelete(offsets::offset_delete(c, request).await),
         }
-        GroupCall::Sync { request } => GroupAnswer::Sync(membership::sync(shard, request).await),
-        GroupCall::Heartbeat { request } => GroupAnswer::Heartbeat(membership::heartbeat(shard, request)),
-        GroupCall::Leave { request, version } => GroupAnswer::Leave(membership::leave(shard, request, version).await),
-        GroupCall::Commit { request, version } => GroupAnswer::Commit(offsets::commit(shard, request, version).await),
-        GroupCall::FetchOffsets { group, topics } => {
-            GroupAnswer::Offsets(Ok(offsets::fetch_offsets(shard, &group, topics)))
-        }
-        GroupCall::Describe { groups } => GroupAnswer::Describe(offsets::describe(shard, groups)),
-        GroupCall::List { states } => GroupAnswer::List(offsets::list(shard, &states)),
-        GroupCall::Delete { groups } => GroupAnswer::Delete(offsets::delete_groups(shard, groups).await),
-        GroupCall::OffsetDelete { request } => GroupAnswer::OffsetDelete(offsets::offset_delete(shard, request).await),
     }
-}
 
-/// Appends records to the group's `__consumer_offsets` partition and waits
-/// until they are durable.
-pub(super) async fn append(
-    shard: &Rc<Shard>,
-    group_id: &str,
-    records: &[(Vec<u8>, Option<Vec<u8>>)],
-) -> Result<(), String> {
-    if records.is_empty() {
-        return Ok(());
+    /// Expires committed offsets whose time has come (see
+    /// [`offsets::expire_offsets`]); the number expired.
+    pub async fn expire_offsets(self: &Rc<Self>) -> usize {
+        offsets::expire_offsets(self).await
     }
-    let partition = records::partition_for(group_id, shard.settings.groups.offsets_partitions);
-    let Some(p) = shard.partition(OFFSETS_TOPIC, partition) else {
-        return Err(format!("{OFFSETS_TOPIC}-{partition} is not open on shard {}", shard.id));
-    };
-    let recs: Vec<Record<'_>> = records
-        .iter()
-        .map(|(k, v)| Record { key: Some(k.as_slice()), value: v.as_deref(), timestamp_delta: 0 })
-        .collect();
-    let batch = record_batch::encode_batch(&recs, now_ms());
-    let result = p.log.append(BytesMut::from(&batch[..]), Durability::Synced).await;
-    p.appended.notify_all();
-    result.map(|_| ()).map_err(|e| e.to_string())
+
+    /// Appends records to the group's `__consumer_offsets` partition and
+    /// waits until they are durable.
+    pub(super) async fn append(&self, group_id: &str, records: Vec<OffsetsRecord>) -> Result<(), String> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let partition = records::partition_for(group_id, self.settings().offsets_partitions);
+        self.host.append(partition, records).await
+    }
 }

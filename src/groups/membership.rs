@@ -3,11 +3,7 @@
 //! remove members whose sessions expired. State lives in the shard's
 //! `Coordinator`; see `coordinator.rs` for the state machine.
 
-use std::{
-    collections::HashMap,
-    rc::Rc,
-    time::{Duration, Instant},
-};
+use std::{collections::HashMap, rc::Rc, time::Duration};
 
 use bytes::Bytes;
 use futures_channel::oneshot;
@@ -16,12 +12,14 @@ use kafka_protocol::messages::{
     JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse, SyncGroupRequest, SyncGroupResponse,
 };
 
-use crate::{
-    groups::records::Key,
-    shard::{messages::codes, Shard},
-};
+use crate::groups::{records::Key, seam::Timer};
+use crate::protocol::errors::*;
 
-use super::coordinator::{errors::*, *};
+use super::coordinator::*;
+
+/// Shortest wait before a session is checked again: a member waiting in a
+/// join is re-checked this often, not in a busy loop.
+const SESSION_RECHECK_MIN: Duration = Duration::from_millis(10);
 
 pub(super) fn join_error(code: i16, member_id: &str) -> JoinGroupResponse {
     let mut r = JoinGroupResponse::default();
@@ -32,13 +30,13 @@ pub(super) fn join_error(code: i16, member_id: &str) -> JoinGroupResponse {
 }
 
 pub(super) async fn join(
-    shard: &Rc<Shard>,
+    c: &Rc<Coordinator>,
     req: JoinGroupRequest,
     version: i16,
     client_id: String,
     client_host: String,
 ) -> JoinGroupResponse {
-    let settings = &shard.settings.groups;
+    let settings = c.settings();
     let group_id = req.group_id.0.to_string();
     let member_id = req.member_id.to_string();
     if group_id.is_empty() {
@@ -50,15 +48,14 @@ pub(super) async fn join(
     if req.protocol_type.is_empty() || req.protocols.is_empty() {
         return join_error(INCONSISTENT_GROUP_PROTOCOL, &member_id);
     }
-    let coordinator = &shard.groups;
     let (tx, rx) = oneshot::channel();
     {
-        let mut groups = coordinator.groups.borrow_mut();
+        let mut groups = c.groups.borrow_mut();
         if !groups.contains_key(&group_id) {
             if !member_id.is_empty() {
                 return join_error(UNKNOWN_MEMBER_ID, &member_id);
             }
-            groups.insert(group_id.clone(), Group::new());
+            groups.insert(group_id.clone(), Group::new(c.now_ms()));
         }
         let g = groups.get_mut(&group_id).expect("inserted above");
         let protocols: Vec<(String, Bytes)> =
@@ -77,11 +74,11 @@ pub(super) async fn join(
                     return join_error(FENCED_INSTANCE_ID, &member_id);
                 }
                 Some(existing) => existing,
-                None if member_id.is_empty() => format!("{instance}-{}", crate::shard::topics::new_topic_id()),
+                None if member_id.is_empty() => c.ids.next(instance),
                 None => member_id.clone(),
             },
             None if member_id.is_empty() => {
-                let id = format!("{client_id}-{}", crate::shard::topics::new_topic_id());
+                let id = c.ids.next(&client_id);
                 if version >= 4 {
                     // The client must come back with this id (KIP-394), so a
                     // client that never does leaves no member behind.
@@ -98,17 +95,17 @@ pub(super) async fn join(
             }
         };
         if instance_id.is_some() && member_id.is_empty() {
-            if let Some((new_id, response)) = rejoin_static(g, &id, &protocols, req.session_timeout_ms) {
+            if let Some((new_id, response)) = rejoin_static(c, g, &id, &protocols, req.session_timeout_ms) {
                 log::info!("group {group_id}: static member {id} came back as {new_id}; no rebalance");
                 drop(groups);
-                arm_session_timer(shard, &group_id, &new_id);
-                spawn_persist_group(shard, &group_id);
+                arm_session_timer(c, &group_id, &new_id);
+                spawn_persist_group(c, &group_id);
                 return response;
             }
         }
         g.pending.retain(|p| p != &id);
         log::debug!("group {group_id}: join from {id} in state {}", g.state.name());
-        let seq = coordinator.seq();
+        let seq = c.seq();
         let member = g.members.entry(id.clone()).or_insert_with(|| Member {
             instance_id: instance_id.clone(),
             client_id: client_id.clone(),
@@ -120,7 +117,7 @@ pub(super) async fn join(
             joined_seq: seq,
             awaiting_join: None,
             awaiting_sync: None,
-            last_seen: Instant::now(),
+            last_seen: c.now(),
             session_timer_armed: false,
         });
         member.session_timeout = Duration::from_millis(req.session_timeout_ms as u64);
@@ -129,7 +126,7 @@ pub(super) async fn join(
         member.protocols = protocols;
         member.client_id = client_id;
         member.client_host = client_host;
-        member.last_seen = Instant::now();
+        member.last_seen = c.now();
         // A second join from the same member replaces the first.
         member.awaiting_join = Some(tx);
         if g.protocol_type.is_none() || g.members.len() == 1 {
@@ -138,26 +135,26 @@ pub(super) async fn join(
         match g.state {
             State::Empty => {
                 let delay = Duration::from_millis(settings.initial_rebalance_delay_ms);
-                g.initial_delay_until = Some(Instant::now() + delay);
-                start_rebalance(shard, &group_id, g);
-                arm_timer(shard, &group_id, g.rebalance_seq, delay);
+                g.initial_delay_until = Some(c.now() + delay);
+                start_rebalance(c, &group_id, g);
+                arm_timer(c, &group_id, g.rebalance_seq, delay);
             }
             State::PreparingRebalance => {
                 if let Some(until) = g.initial_delay_until {
                     // Kafka's delayed initial join: each new member extends
                     // the wait, up to the rebalance timeout.
                     let delay = Duration::from_millis(settings.initial_rebalance_delay_ms);
-                    let extended = (Instant::now() + delay).min(g.rebalance_deadline.unwrap_or(until));
+                    let extended = (c.now() + delay).min(g.rebalance_deadline.unwrap_or(until));
                     if extended > until {
                         g.initial_delay_until = Some(extended);
-                        arm_timer(shard, &group_id, g.rebalance_seq, extended - Instant::now());
+                        arm_timer(c, &group_id, g.rebalance_seq, extended - c.now());
                     }
                 }
             }
-            State::CompletingRebalance | State::Stable => start_rebalance(shard, &group_id, g),
+            State::CompletingRebalance | State::Stable => start_rebalance(c, &group_id, g),
         }
     }
-    try_complete_join(shard, &group_id);
+    try_complete_join(c, &group_id);
     rx.await.unwrap_or_else(|_| join_error(UNKNOWN_MEMBER_ID, &member_id))
 }
 
@@ -168,6 +165,7 @@ pub(super) async fn join(
 /// instead (its assignment would have to be recomputed by it anyway).
 /// Returns the new id and the JoinGroup answer.
 fn rejoin_static(
+    c: &Coordinator,
     g: &mut Group,
     old_id: &str,
     protocols: &[(String, Bytes)],
@@ -179,8 +177,8 @@ fn rejoin_static(
     }
     let mut member = g.members.remove(old_id).expect("checked above");
     let instance = member.instance_id.clone().unwrap_or_default();
-    let new_id = format!("{instance}-{}", crate::shard::topics::new_topic_id());
-    member.last_seen = Instant::now();
+    let new_id = c.ids.next(&instance);
+    member.last_seen = c.now();
     member.session_timeout = Duration::from_millis(session_timeout_ms as u64);
     member.session_timer_armed = true;
     g.members.insert(new_id.clone(), member);
@@ -218,7 +216,7 @@ fn subscribed_topics(metadata: &Bytes) -> Option<std::collections::BTreeSet<Stri
 
 /// Moves a group to PreparingRebalance: pending syncs are told to rejoin,
 /// and a timer ends the rebalance at the longest rebalance timeout.
-pub(super) fn start_rebalance(shard: &Rc<Shard>, group_id: &str, g: &mut Group) {
+pub(super) fn start_rebalance(c: &Rc<Coordinator>, group_id: &str, g: &mut Group) {
     if g.state == State::CompletingRebalance {
         for m in g.members.values_mut() {
             if let Some(tx) = m.awaiting_sync.take() {
@@ -233,38 +231,38 @@ pub(super) fn start_rebalance(shard: &Rc<Shard>, group_id: &str, g: &mut Group) 
     }
     log::debug!("group {group_id}: rebalancing (was {})", g.state.name());
     g.state = State::PreparingRebalance;
-    g.state_timestamp = now_ms();
+    g.state_timestamp = c.now_ms();
     g.rebalance_seq += 1;
     let timeout = g.members.values().map(|m| m.rebalance_timeout).max().unwrap_or_default();
-    g.rebalance_deadline = Some(Instant::now() + timeout);
-    arm_timer(shard, group_id, g.rebalance_seq, timeout);
+    g.rebalance_deadline = Some(c.now() + timeout);
+    arm_timer(c, group_id, g.rebalance_seq, timeout);
 }
 
 /// Re-checks the group when `after` has passed, if the same rebalance is
-/// still going on.
-pub(super) fn arm_timer(shard: &Rc<Shard>, group_id: &str, seq: u64, after: Duration) {
-    let (shard, group_id) = (shard.clone(), group_id.to_string());
-    spawn(async move {
-        glommio::timer::sleep(after).await;
-        let current = shard.groups.groups.borrow().get(&group_id).map(|g| g.rebalance_seq);
-        if current == Some(seq) {
-            try_complete_join(&shard, &group_id);
-        }
-    });
+/// still going on ([`rebalance_timer_fired`]).
+pub(super) fn arm_timer(c: &Rc<Coordinator>, group_id: &str, seq: u64, after: Duration) {
+    c.host.schedule(after, Timer::Rebalance { group: group_id.to_string(), seq });
+}
+
+pub(super) fn rebalance_timer_fired(c: &Rc<Coordinator>, group_id: &str, seq: u64) {
+    let current = c.groups.borrow().get(group_id).map(|g| g.rebalance_seq);
+    if current == Some(seq) {
+        try_complete_join(c, group_id);
+    }
 }
 
 /// Completes the join phase once every member has rejoined (and an empty
 /// group's initial delay has passed), or at the rebalance deadline, when
 /// members that did not rejoin are dropped.
-pub(super) fn try_complete_join(shard: &Rc<Shard>, group_id: &str) {
+pub(super) fn try_complete_join(c: &Rc<Coordinator>, group_id: &str) {
     let mut persist = false;
     {
-        let mut groups = shard.groups.groups.borrow_mut();
+        let mut groups = c.groups.borrow_mut();
         let Some(g) = groups.get_mut(group_id) else { return };
         if g.state != State::PreparingRebalance {
             return;
         }
-        let now = Instant::now();
+        let now = c.now();
         let all_joined = g.members.values().all(|m| m.awaiting_join.is_some());
         let delay_over = g.initial_delay_until.is_none_or(|t| now >= t);
         let deadline_passed = g.rebalance_deadline.is_some_and(|t| now >= t);
@@ -275,7 +273,7 @@ pub(super) fn try_complete_join(shard: &Rc<Shard>, group_id: &str) {
         g.initial_delay_until = None;
         g.rebalance_deadline = None;
         g.generation += 1;
-        g.state_timestamp = now_ms();
+        g.state_timestamp = c.now_ms();
         if g.members.is_empty() {
             g.state = State::Empty;
             g.protocol = None;
@@ -326,56 +324,59 @@ pub(super) fn try_complete_join(shard: &Rc<Shard>, group_id: &str) {
             }
         }
     }
-    let ids: Vec<String> = shard
-        .groups
+    let ids: Vec<String> = c
         .groups
         .borrow()
         .get(group_id)
         .map(|g| g.members.iter().filter(|(_, m)| !m.session_timer_armed).map(|(id, _)| id.clone()).collect())
         .unwrap_or_default();
     for id in ids {
-        arm_session_timer(shard, group_id, &id);
-        if let Some(m) = shard.groups.groups.borrow_mut().get_mut(group_id).and_then(|g| g.members.get_mut(&id)) {
+        arm_session_timer(c, group_id, &id);
+        if let Some(m) = c.groups.borrow_mut().get_mut(group_id).and_then(|g| g.members.get_mut(&id)) {
             m.session_timer_armed = true;
         }
     }
     if persist {
-        spawn_persist_group(shard, group_id);
+        spawn_persist_group(c, group_id);
     }
 }
 
 /// Removes a member whose session timed out (unless it is waiting in a
-/// join, where the rebalance timeout applies instead).
-pub(super) fn arm_session_timer(shard: &Rc<Shard>, group_id: &str, member_id: &str) {
-    let (shard, group_id, member_id) = (shard.clone(), group_id.to_string(), member_id.to_string());
-    spawn(async move {
-        loop {
-            let wait = {
-                let mut groups = shard.groups.groups.borrow_mut();
-                let Some(m) = groups.get_mut(&group_id).and_then(|g| g.members.get_mut(&member_id)) else { return };
-                let due = m.last_seen + m.session_timeout;
-                let now = Instant::now();
-                if m.awaiting_join.is_some() || due > now {
-                    Some(due.saturating_duration_since(now).max(Duration::from_millis(10)))
-                } else {
-                    None
-                }
-            };
-            match wait {
-                Some(d) => glommio::timer::sleep(d).await,
-                None => break,
-            }
+/// join, where the rebalance timeout applies instead): checked at once, then
+/// re-checked at each due time until the member is gone.
+pub(super) fn arm_session_timer(c: &Rc<Coordinator>, group_id: &str, member_id: &str) {
+    c.host.schedule(Duration::ZERO, Timer::Session { group: group_id.to_string(), member: member_id.to_string() });
+}
+
+pub(super) fn session_timer_fired(c: &Rc<Coordinator>, group_id: &str, member_id: &str) {
+    let wait = {
+        let mut groups = c.groups.borrow_mut();
+        let Some(m) = groups.get_mut(group_id).and_then(|g| g.members.get_mut(member_id)) else { return };
+        let due = m.last_seen + m.session_timeout;
+        let now = c.now();
+        if m.awaiting_join.is_some() || due > now {
+            Some(due.saturating_duration_since(now).max(SESSION_RECHECK_MIN))
+        } else {
+            None
         }
-        log::info!("group {group_id}: member {member_id} stopped heartbeating; removing it");
-        remove_members(&shard, &group_id, &[member_id]);
-    });
+    };
+    match wait {
+        Some(after) => {
+            let timer = Timer::Session { group: group_id.to_string(), member: member_id.to_string() };
+            c.host.schedule(after, timer);
+        }
+        None => {
+            log::info!("group {group_id}: member {member_id} stopped heartbeating; removing it");
+            remove_members(c, group_id, &[member_id.to_string()]);
+        }
+    }
 }
 
 /// Removes members, then rebalances the rest (or empties the group).
-pub(super) fn remove_members(shard: &Rc<Shard>, group_id: &str, ids: &[String]) {
+pub(super) fn remove_members(c: &Rc<Coordinator>, group_id: &str, ids: &[String]) {
     let mut persist = false;
     {
-        let mut groups = shard.groups.groups.borrow_mut();
+        let mut groups = c.groups.borrow_mut();
         let Some(g) = groups.get_mut(group_id) else { return };
         let before = g.members.len();
         for id in ids {
@@ -393,40 +394,40 @@ pub(super) fn remove_members(shard: &Rc<Shard>, group_id: &str, ids: &[String]) 
             State::Stable | State::CompletingRebalance if g.members.is_empty() => {
                 g.generation += 1;
                 g.state = State::Empty;
-                g.state_timestamp = now_ms();
+                g.state_timestamp = c.now_ms();
                 g.protocol = None;
                 persist = true;
             }
-            State::Stable | State::CompletingRebalance => start_rebalance(shard, group_id, g),
+            State::Stable | State::CompletingRebalance => start_rebalance(c, group_id, g),
         }
         if g.state == State::PreparingRebalance && g.members.is_empty() {
-            g.rebalance_deadline = Some(Instant::now());
+            g.rebalance_deadline = Some(c.now());
         }
     }
-    try_complete_join(shard, group_id);
+    try_complete_join(c, group_id);
     if persist {
-        spawn_persist_group(shard, group_id);
+        spawn_persist_group(c, group_id);
     }
 }
 
-pub(super) fn spawn_persist_group(shard: &Rc<Shard>, group_id: &str) {
-    let (shard, group_id) = (shard.clone(), group_id.to_string());
-    spawn(async move {
-        if let Err(e) = persist_group(&shard, &group_id).await {
+pub(super) fn spawn_persist_group(c: &Rc<Coordinator>, group_id: &str) {
+    let (owner, group_id) = (c.clone(), group_id.to_string());
+    c.spawn(async move {
+        if let Err(e) = persist_group(&owner, &group_id).await {
             log::warn!("group {group_id}: cannot persist its metadata: {e}");
         }
     });
 }
 
 /// Appends the group's current metadata (key v2, value v3), durably.
-pub(super) async fn persist_group(shard: &Rc<Shard>, group_id: &str) -> Result<(), String> {
-    let value = shard.groups.groups.borrow().get(group_id).map(Group::to_value);
+pub(super) async fn persist_group(c: &Rc<Coordinator>, group_id: &str) -> Result<(), String> {
+    let value = c.groups.borrow().get(group_id).map(Group::to_value);
     let Some(value) = value else { return Ok(()) };
     let key = Key::Group { group: group_id.to_string() }.encode();
-    append(shard, group_id, &[(key, Some(value.encode()))]).await
+    c.append(group_id, vec![(key, Some(value.encode()))]).await
 }
 
-pub(super) async fn sync(shard: &Rc<Shard>, req: SyncGroupRequest) -> SyncGroupResponse {
+pub(super) async fn sync(c: &Rc<Coordinator>, req: SyncGroupRequest) -> SyncGroupResponse {
     let group_id = req.group_id.0.to_string();
     let member_id = req.member_id.to_string();
     let error = |code| {
@@ -435,7 +436,7 @@ pub(super) async fn sync(shard: &Rc<Shard>, req: SyncGroupRequest) -> SyncGroupR
         r
     };
     let rx = {
-        let mut groups = shard.groups.groups.borrow_mut();
+        let mut groups = c.groups.borrow_mut();
         let Some(g) = groups.get_mut(&group_id) else { return error(UNKNOWN_MEMBER_ID) };
         if !g.members.contains_key(&member_id) {
             return error(UNKNOWN_MEMBER_ID);
@@ -450,7 +451,7 @@ pub(super) async fn sync(shard: &Rc<Shard>, req: SyncGroupRequest) -> SyncGroupR
         }
         let state = g.state;
         let m = g.members.get_mut(&member_id).expect("checked above");
-        m.last_seen = Instant::now();
+        m.last_seen = c.now();
         match state {
             State::Empty | State::PreparingRebalance => return error(REBALANCE_IN_PROGRESS),
             State::Stable => {
@@ -469,8 +470,8 @@ pub(super) async fn sync(shard: &Rc<Shard>, req: SyncGroupRequest) -> SyncGroupR
                     for (id, m) in g.members.iter_mut() {
                         m.assignment = given.get(id).cloned().unwrap_or_default();
                     }
-                    let (shard, group_id, generation) = (shard.clone(), group_id.clone(), g.generation);
-                    spawn(async move { finish_sync(&shard, &group_id, generation).await });
+                    let (owner, group_id, generation) = (c.clone(), group_id.clone(), g.generation);
+                    c.spawn(async move { finish_sync(&owner, &group_id, generation).await });
                 }
                 rx
             }
@@ -481,9 +482,9 @@ pub(super) async fn sync(shard: &Rc<Shard>, req: SyncGroupRequest) -> SyncGroupR
 
 /// Persists the leader's assignment, then makes the group Stable and hands
 /// every waiting member its assignment.
-pub(super) async fn finish_sync(shard: &Rc<Shard>, group_id: &str, generation: i32) {
-    let persisted = persist_group(shard, group_id).await;
-    let mut groups = shard.groups.groups.borrow_mut();
+pub(super) async fn finish_sync(c: &Rc<Coordinator>, group_id: &str, generation: i32) {
+    let persisted = persist_group(c, group_id).await;
+    let mut groups = c.groups.borrow_mut();
     let Some(g) = groups.get_mut(group_id) else { return };
     if g.generation != generation || g.state != State::CompletingRebalance {
         return; // a newer rebalance took over; its members were told to rejoin
@@ -499,13 +500,13 @@ pub(super) async fn finish_sync(shard: &Rc<Shard>, group_id: &str, generation: i
             }
         }
         drop(groups);
-        if let Some(g) = shard.groups.groups.borrow_mut().get_mut(group_id) {
-            start_rebalance(shard, group_id, g);
+        if let Some(g) = c.groups.borrow_mut().get_mut(group_id) {
+            start_rebalance(c, group_id, g);
         }
         return;
     }
     g.state = State::Stable;
-    g.state_timestamp = now_ms();
+    g.state_timestamp = c.now_ms();
     for m in g.members.values_mut() {
         if let Some(tx) = m.awaiting_sync.take() {
             let mut r = SyncGroupResponse::default();
@@ -517,22 +518,22 @@ pub(super) async fn finish_sync(shard: &Rc<Shard>, group_id: &str, generation: i
     }
 }
 
-pub(super) fn heartbeat(shard: &Rc<Shard>, req: HeartbeatRequest) -> i16 {
-    let mut groups = shard.groups.groups.borrow_mut();
+pub(super) fn heartbeat(c: &Rc<Coordinator>, req: HeartbeatRequest) -> i16 {
+    let mut groups = c.groups.borrow_mut();
     let Some(g) = groups.get_mut(req.group_id.0.as_str()) else { return UNKNOWN_MEMBER_ID };
     let state = g.state;
     let generation = g.generation;
     let Some(m) = g.members.get_mut(req.member_id.as_str()) else { return UNKNOWN_MEMBER_ID };
-    m.last_seen = Instant::now();
+    m.last_seen = c.now();
     match state {
         State::Empty => UNKNOWN_MEMBER_ID,
         State::PreparingRebalance => REBALANCE_IN_PROGRESS,
         _ if req.generation_id != generation => ILLEGAL_GENERATION,
-        _ => codes::NONE,
+        _ => NONE,
     }
 }
 
-pub(super) async fn leave(shard: &Rc<Shard>, req: LeaveGroupRequest, version: i16) -> LeaveGroupResponse {
+pub(super) async fn leave(c: &Rc<Coordinator>, req: LeaveGroupRequest, version: i16) -> LeaveGroupResponse {
     let group_id = req.group_id.0.to_string();
     let mut response = LeaveGroupResponse::default();
     let identities: Vec<(String, Option<String>)> = if version >= 3 {
@@ -545,7 +546,7 @@ pub(super) async fn leave(shard: &Rc<Shard>, req: LeaveGroupRequest, version: i1
     };
     let mut leaving = Vec::new();
     {
-        let groups = shard.groups.groups.borrow();
+        let groups = c.groups.borrow();
         let Some(g) = groups.get(&group_id) else {
             response.error_code = UNKNOWN_MEMBER_ID;
             return response;
@@ -571,6 +572,6 @@ pub(super) async fn leave(shard: &Rc<Shard>, req: LeaveGroupRequest, version: i1
     for id in &leaving {
         log::debug!("group {group_id}: member {id} leaves");
     }
-    remove_members(shard, &group_id, &leaving);
+    remove_members(c, &group_id, &leaving);
     response
 }

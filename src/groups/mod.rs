@@ -13,9 +13,13 @@
 //! offset cache is a plain map with no lock and no sharing.
 
 pub mod coordinator;
+pub mod ids;
 mod membership;
 pub mod offsets;
 pub mod records;
+pub mod seam;
+#[cfg(test)]
+mod tests;
 
 use kafka_protocol::messages::{
     DeleteGroupsResponse, DescribeGroupsResponse, HeartbeatRequest, JoinGroupRequest, JoinGroupResponse,
@@ -24,6 +28,7 @@ use kafka_protocol::messages::{
 };
 
 pub use coordinator::Coordinator;
+pub use seam::{GroupHost, Timer};
 
 /// The internal topic holding commits and group metadata.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";

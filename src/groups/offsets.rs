@@ -13,21 +13,19 @@ use kafka_protocol::messages::{
     OffsetDeleteRequest, OffsetDeleteResponse,
 };
 
-use crate::{
-    groups::{
-        records::{Key, OffsetValue},
-        FetchedOffset, ListedGroup,
-    },
-    shard::{messages::codes, Shard},
+use crate::groups::{
+    records::{Key, OffsetValue},
+    FetchedOffset, ListedGroup,
 };
+use crate::protocol::errors::*;
 
-use super::coordinator::{errors::*, *};
+use super::coordinator::*;
 
-pub(super) async fn commit(shard: &Rc<Shard>, req: OffsetCommitRequest, version: i16) -> OffsetCommitResponse {
+pub(super) async fn commit(c: &Rc<Coordinator>, req: OffsetCommitRequest, version: i16) -> OffsetCommitResponse {
     let group_id = req.group_id.0.to_string();
-    let settings = &shard.settings.groups;
+    let settings = c.settings();
     let group_error = {
-        let groups = shard.groups.groups.borrow();
+        let groups = c.groups.borrow();
         match groups.get(&group_id) {
             _ if group_id.is_empty() => Some(INVALID_GROUP_ID),
             None | Some(Group { state: State::Empty, .. }) if req.generation_id_or_member_epoch < 0 => None,
@@ -38,8 +36,7 @@ pub(super) async fn commit(shard: &Rc<Shard>, req: OffsetCommitRequest, version:
             Some(_) => None,
         }
     };
-    let table = shard.topics();
-    let commit_ts = now_ms();
+    let commit_ts = c.now_ms();
     let expire_ts =
         if (2..=4).contains(&version) && req.retention_time_ms >= 0 { commit_ts + req.retention_time_ms } else { -1 };
     let mut response = OffsetCommitResponse::default();
@@ -49,12 +46,11 @@ pub(super) async fn commit(shard: &Rc<Shard>, req: OffsetCommitRequest, version:
         rt.name = t.name.clone();
         for p in &t.partitions {
             let metadata = p.committed_metadata.as_ref().map(|m| m.to_string()).unwrap_or_default();
-            let known =
-                table.topics.get(t.name.0.as_str()).is_some_and(|m| (0..m.partitions()).contains(&p.partition_index));
+            let known = c.host.partition_exists(t.name.0.as_str(), p.partition_index);
             let code = if let Some(e) = group_error {
                 e
             } else if !known {
-                codes::UNKNOWN_TOPIC_OR_PARTITION
+                UNKNOWN_TOPIC_OR_PARTITION
             } else if metadata.len() > settings.max_metadata_bytes {
                 OFFSET_METADATA_TOO_LARGE
             } else {
@@ -69,7 +65,7 @@ pub(super) async fn commit(shard: &Rc<Shard>, req: OffsetCommitRequest, version:
                         expire_timestamp: expire_ts,
                     },
                 ));
-                codes::NONE
+                NONE
             };
             let mut rp = OffsetCommitResponsePartition::default();
             rp.partition_index = p.partition_index;
@@ -85,9 +81,9 @@ pub(super) async fn commit(shard: &Rc<Shard>, req: OffsetCommitRequest, version:
             (key.encode(), Some(v.encode()))
         })
         .collect();
-    match append(shard, &group_id, &records).await {
+    match c.append(&group_id, records).await {
         Ok(()) => {
-            let mut offsets = shard.groups.offsets.borrow_mut();
+            let mut offsets = c.offsets.borrow_mut();
             let cache = offsets.entry(group_id.clone()).or_default();
             for (topic, partition, v) in to_write {
                 cache.insert((topic, partition), v);
@@ -97,7 +93,7 @@ pub(super) async fn commit(shard: &Rc<Shard>, req: OffsetCommitRequest, version:
             log::warn!("group {group_id}: commit not stored: {e}");
             for t in &mut response.topics {
                 for p in &mut t.partitions {
-                    if p.error_code == codes::NONE {
+                    if p.error_code == NONE {
                         p.error_code = COORDINATOR_NOT_AVAILABLE;
                     }
                 }
@@ -109,11 +105,11 @@ pub(super) async fn commit(shard: &Rc<Shard>, req: OffsetCommitRequest, version:
 
 /// Committed offsets from the cache alone: never from disk.
 pub(super) fn fetch_offsets(
-    shard: &Rc<Shard>,
+    c: &Rc<Coordinator>,
     group_id: &str,
     topics: Option<Vec<(String, Vec<i32>)>>,
 ) -> Vec<FetchedOffset> {
-    let offsets = shard.groups.offsets.borrow();
+    let offsets = c.offsets.borrow();
     let cache = offsets.get(group_id);
     let found = |topic: &str, partition: i32| {
         let v = cache.and_then(|c| c.get(&(topic.to_string(), partition)));
@@ -133,9 +129,9 @@ pub(super) fn fetch_offsets(
     }
 }
 
-pub(super) fn describe(shard: &Rc<Shard>, names: Vec<String>) -> DescribeGroupsResponse {
-    let groups = shard.groups.groups.borrow();
-    let offsets = shard.groups.offsets.borrow();
+pub(super) fn describe(c: &Rc<Coordinator>, names: Vec<String>) -> DescribeGroupsResponse {
+    let groups = c.groups.borrow();
+    let offsets = c.offsets.borrow();
     let mut response = DescribeGroupsResponse::default();
     for name in names {
         let mut d = DescribedGroup::default();
@@ -173,9 +169,9 @@ pub(super) fn describe(shard: &Rc<Shard>, names: Vec<String>) -> DescribeGroupsR
     response
 }
 
-pub(super) fn list(shard: &Rc<Shard>, states: &[String]) -> Vec<ListedGroup> {
-    let groups = shard.groups.groups.borrow();
-    let offsets = shard.groups.offsets.borrow();
+pub(super) fn list(c: &Rc<Coordinator>, states: &[String]) -> Vec<ListedGroup> {
+    let groups = c.groups.borrow();
+    let offsets = c.offsets.borrow();
     let mut out: Vec<ListedGroup> = groups
         .iter()
         .map(|(name, g)| ListedGroup {
@@ -191,20 +187,20 @@ pub(super) fn list(shard: &Rc<Shard>, states: &[String]) -> Vec<ListedGroup> {
     out
 }
 
-pub(super) async fn delete_groups(shard: &Rc<Shard>, names: Vec<String>) -> DeleteGroupsResponse {
+pub(super) async fn delete_groups(c: &Rc<Coordinator>, names: Vec<String>) -> DeleteGroupsResponse {
     let mut response = DeleteGroupsResponse::default();
     for name in names {
         let code = {
-            let groups = shard.groups.groups.borrow();
-            let has_offsets = shard.groups.offsets.borrow().contains_key(&name);
+            let groups = c.groups.borrow();
+            let has_offsets = c.offsets.borrow().contains_key(&name);
             match groups.get(&name) {
                 Some(g) if !g.members.is_empty() => NON_EMPTY_GROUP,
-                Some(_) => codes::NONE,
-                None if has_offsets => codes::NONE,
+                Some(_) => NONE,
+                None if has_offsets => NONE,
                 None => GROUP_ID_NOT_FOUND,
             }
         };
-        let code = if code == codes::NONE { tombstone_group(shard, &name, None).await } else { code };
+        let code = if code == NONE { tombstone_group(c, &name, None).await } else { code };
         let mut r = DeletableGroupResult::default();
         r.group_id = GroupId(s(&name));
         r.error_code = code;
@@ -215,10 +211,10 @@ pub(super) async fn delete_groups(shard: &Rc<Shard>, names: Vec<String>) -> Dele
 
 /// Writes tombstones for the group's offsets (all, or the listed ones) and,
 /// when all go, for the group itself; then drops them from memory.
-pub(super) async fn tombstone_group(shard: &Rc<Shard>, group_id: &str, only: Option<&[(String, i32)]>) -> i16 {
+pub(super) async fn tombstone_group(c: &Rc<Coordinator>, group_id: &str, only: Option<&[(String, i32)]>) -> i16 {
     let keys: Vec<(String, i32)> = match only {
         Some(list) => list.to_vec(),
-        None => shard.groups.offsets.borrow().get(group_id).map(|c| c.keys().cloned().collect()).unwrap_or_default(),
+        None => c.offsets.borrow().get(group_id).map(|c| c.keys().cloned().collect()).unwrap_or_default(),
     };
     let mut records: Vec<(Vec<u8>, Option<Vec<u8>>)> = keys
         .iter()
@@ -227,11 +223,11 @@ pub(super) async fn tombstone_group(shard: &Rc<Shard>, group_id: &str, only: Opt
     if only.is_none() {
         records.push((Key::Group { group: group_id.to_string() }.encode(), None));
     }
-    if let Err(e) = append(shard, group_id, &records).await {
+    if let Err(e) = c.append(group_id, records).await {
         log::warn!("group {group_id}: cannot write tombstones: {e}");
         return COORDINATOR_NOT_AVAILABLE;
     }
-    let mut offsets = shard.groups.offsets.borrow_mut();
+    let mut offsets = c.offsets.borrow_mut();
     if let Some(cache) = offsets.get_mut(group_id) {
         for k in &keys {
             cache.remove(k);
@@ -241,17 +237,17 @@ pub(super) async fn tombstone_group(shard: &Rc<Shard>, group_id: &str, only: Opt
         }
     }
     if only.is_none() {
-        shard.groups.groups.borrow_mut().remove(group_id);
+        c.groups.borrow_mut().remove(group_id);
     }
-    codes::NONE
+    NONE
 }
 
-pub(super) async fn offset_delete(shard: &Rc<Shard>, req: OffsetDeleteRequest) -> OffsetDeleteResponse {
+pub(super) async fn offset_delete(c: &Rc<Coordinator>, req: OffsetDeleteRequest) -> OffsetDeleteResponse {
     let group_id = req.group_id.0.to_string();
     let mut response = OffsetDeleteResponse::default();
     let subscribed: Option<Vec<String>> = {
-        let groups = shard.groups.groups.borrow();
-        let has_offsets = shard.groups.offsets.borrow().contains_key(&group_id);
+        let groups = c.groups.borrow();
+        let has_offsets = c.offsets.borrow().contains_key(&group_id);
         match groups.get(&group_id) {
             None if !has_offsets => {
                 response.error_code = GROUP_ID_NOT_FOUND;
@@ -279,8 +275,8 @@ pub(super) async fn offset_delete(shard: &Rc<Shard>, req: OffsetDeleteRequest) -
         response.topics.push(rt);
     }
     if !delete.is_empty() {
-        let code = tombstone_group(shard, &group_id, Some(&delete)).await;
-        if code != codes::NONE {
+        let code = tombstone_group(c, &group_id, Some(&delete)).await;
+        if code != NONE {
             response.error_code = code;
         }
     }
@@ -315,13 +311,13 @@ pub(super) fn subscribed_topics(g: &Group) -> Vec<String> {
 /// and all of a group with no members once the retention has passed since
 /// it emptied (or since the newest commit, for groups that never had
 /// members). Writes tombstones first, then forgets them.
-pub async fn expire_offsets(shard: &Rc<Shard>) -> usize {
-    let now = now_ms();
-    let retention = shard.settings.groups.offsets_retention_ms;
+pub async fn expire_offsets(c: &Rc<Coordinator>) -> usize {
+    let now = c.now_ms();
+    let retention = c.settings().offsets_retention_ms;
     let mut expired: Vec<(String, Vec<(String, i32)>, bool)> = Vec::new();
     {
-        let groups = shard.groups.groups.borrow();
-        let offsets = shard.groups.offsets.borrow();
+        let groups = c.groups.borrow();
+        let offsets = c.offsets.borrow();
         for (group_id, cache) in offsets.iter() {
             let g = groups.get(group_id);
             let empty = g.is_none_or(|g| g.members.is_empty());
@@ -343,12 +339,12 @@ pub async fn expire_offsets(shard: &Rc<Shard>) -> usize {
     let mut count = 0;
     for (group_id, keys, all) in expired {
         count += keys.len();
-        let only = if all && shard.groups.groups.borrow().get(&group_id).is_none_or(|g| g.members.is_empty()) {
+        let only = if all && c.groups.borrow().get(&group_id).is_none_or(|g| g.members.is_empty()) {
             None
         } else {
             Some(keys.as_slice())
         };
-        tombstone_group(shard, &group_id, only).await;
+        tombstone_group(c, &group_id, only).await;
     }
     count
 }

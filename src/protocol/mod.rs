@@ -5,5 +5,6 @@
 //! or a clock. It is tested as plain functions.
 
 pub mod client;
+pub mod errors;
 pub mod record_batch;
 pub mod varint;

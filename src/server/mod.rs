@@ -23,13 +23,7 @@ use std::{
 
 use glommio::{channels::channel_mesh::MeshBuilder, net::TcpListener, LocalExecutorBuilder, Placement};
 
-use crate::{
-    groups::OFFSETS_TOPIC,
-    shard::{
-        topics::{TopicMeta, TopicTable},
-        BrokerSettings, Envelope, Shard,
-    },
-};
+use crate::shard::{topics::TopicTable, BrokerSettings, Envelope, Shard};
 pub use config::ServeConfig;
 
 /// Capacity of each shard-to-shard channel: senders wait (backpressure)
@@ -60,7 +54,7 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
     refuse_if_listening(listen)?;
     let mut table = TopicTable::load(&config.data_dir)?;
     let groups = config.group_settings();
-    ensure_offsets_topic(
+    crate::shard::group_glue::ensure_offsets_topic(
         &mut table,
         &config.data_dir,
         groups.offsets_partitions,
@@ -251,12 +245,7 @@ async fn run_shard(
 ) -> Result<(), String> {
     let (senders, receivers) = mesh.join().await.map_err(|e| format!("cannot join the shard mesh: {e}"))?;
     let shard = Shard::new(settings, senders, table.clone());
-    let background = glommio::executor().create_task_queue(
-        glommio::Shares::Static(crate::limits::BACKGROUND_SHARES),
-        glommio::Latency::NotImportant,
-        "background",
-    );
-    crate::storage::background::use_queue(background);
+    crate::shard::maintenance::use_background_queue();
     match io_workers::raise_worker_cap() {
         Ok(found) => log::info!(
             "shard {}: kernel io workers for file syncs raised from {found} to {}",
@@ -270,8 +259,9 @@ async fn run_shard(
     }
     shard.serve_peers(receivers);
     shard.apply_topics(table).await;
-    load_groups(&shard).await;
-    spawn_log_maintenance(&shard, maintenance_every);
+    crate::shard::group_glue::load_groups(&shard).await;
+    crate::shard::group_glue::spawn_offset_expiry(&shard);
+    crate::shard::maintenance::spawn_log_maintenance(&shard, maintenance_every);
     if let Some(listener) = metrics {
         let listener = into_glommio(listener).map_err(|e| format!("metrics listener: {e}"))?;
         glommio::spawn_local(crate::metrics::http::serve(shard.clone(), listener)).detach();
@@ -294,144 +284,6 @@ async fn run_shard(
     }
     shard.close_all().await;
     Ok(())
-}
-
-/// Creates `__consumer_offsets` at first start: internal, compacted, with
-/// the configured partition count spread over the shards.
-fn ensure_offsets_topic(
-    table: &mut TopicTable,
-    data_dir: &std::path::Path,
-    partitions: i32,
-    segment_bytes: u64,
-    shards: usize,
-) -> Result<(), String> {
-    if table.topics.contains_key(OFFSETS_TOPIC) {
-        return Ok(());
-    }
-    let configs = [("cleanup.policy", "compact".to_string()), ("segment.bytes", segment_bytes.to_string())]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
-    let meta = TopicMeta {
-        id: crate::shard::topics::new_topic_id(),
-        shards: crate::shard::router::assign(OFFSETS_TOPIC, partitions, shards),
-        configs,
-        internal: true,
-    };
-    table.topics.insert(OFFSETS_TOPIC.to_string(), meta);
-    table.save(data_dir).map_err(|e| format!("cannot persist topic metadata in {}: {e}", data_dir.display()))
-}
-
-/// Replays the `__consumer_offsets` partitions this shard owns into its
-/// group coordinator, then starts the offset-expiry timer.
-async fn load_groups(shard: &Rc<Shard>) {
-    let started = Instant::now();
-    let partitions = shard.groups_partitions();
-    let total: i64 = partitions.iter().map(|p| p.log.log_end() - p.log.log_start()).sum();
-    let mut done = 0i64;
-    let mut next_report = Instant::now() + Duration::from_secs(2);
-    for p in partitions {
-        let mut offset = p.log.log_start();
-        while offset < p.log.log_end() {
-            let slice = match p.log.read(offset, 1 << 20).await {
-                Ok(s) => s,
-                Err(e) => {
-                    log::error!("shard {}: cannot replay {}: {e}", shard.id, p.log.name());
-                    break;
-                }
-            };
-            let mut bytes = Vec::with_capacity(slice.len());
-            for chunk in &slice.chunks {
-                match chunk.load().await {
-                    Ok(b) => bytes.extend_from_slice(&b),
-                    Err(e) => log::error!("shard {}: cannot replay {}: {e}", shard.id, p.log.name()),
-                }
-            }
-            let mut at = 0;
-            let before = offset;
-            while at < bytes.len() {
-                let Ok(header) = crate::protocol::record_batch::BatchHeader::parse(&bytes[at..], usize::MAX) else {
-                    break;
-                };
-                let end = (at + header.total_bytes()).min(bytes.len());
-                match crate::protocol::record_batch::read_records(&bytes[at..end]) {
-                    Ok(records) => {
-                        for r in records {
-                            if let Some(key) = r.key {
-                                if let Err(e) = shard.groups.replay(key, r.value) {
-                                    log::warn!("{}: skipping record at offset {}: {e}", p.log.name(), r.offset);
-                                }
-                            }
-                        }
-                    }
-                    Err(e) => log::warn!("{}: skipping batch at offset {}: {e}", p.log.name(), header.base_offset),
-                }
-                offset = header.last_offset() + 1;
-                at = end;
-            }
-            if offset == before {
-                break; // nothing readable: leave the rest alone
-            }
-            done += offset - before;
-            if Instant::now() >= next_report {
-                log::info!("shard {}: loading groups: {done} of {total} offsets replayed", shard.id);
-                next_report = Instant::now() + Duration::from_secs(2);
-            }
-        }
-    }
-    shard.groups.arm_restored_sessions(shard);
-    let (groups, keys) = shard.groups.cache_size();
-    if total > 0 {
-        log::info!(
-            "shard {}: loaded {keys} committed offsets of {groups} groups from {} records in {} ms",
-            shard.id,
-            shard.groups.replayed.get(),
-            started.elapsed().as_millis()
-        );
-    }
-    let every = Duration::from_millis(shard.settings.groups.offsets_retention_check_ms);
-    let shard = shard.clone();
-    crate::storage::background::spawn(async move {
-        loop {
-            glommio::timer::sleep(every).await;
-            let n = crate::groups::offsets::expire_offsets(&shard).await;
-            if n > 0 {
-                log::info!("shard {}: expired {n} committed offsets", shard.id);
-            }
-        }
-    });
-}
-
-/// Every `every`, applies retention to delete-policy logs and compacts
-/// compacted ones (only when new segments were sealed since the last pass),
-/// in the shard's background queue: it yields to request handling.
-fn spawn_log_maintenance(shard: &Rc<Shard>, every: Duration) {
-    let shard = shard.clone();
-    crate::storage::background::spawn(async move {
-        loop {
-            glommio::timer::sleep(every).await;
-            for p in shard.all_partitions() {
-                if p.log.config().compacted {
-                    let now = crate::storage::Clock::System.now_ms();
-                    if let Err(e) = p.log.compact(now).await {
-                        log::warn!("shard {}: compaction of {}: {e}", shard.id, p.log.name());
-                    }
-                }
-                match p.log.enforce_retention().await {
-                    Ok(o) if o.segments_deleted > 0 => log::info!(
-                        "shard {}: retention removed {} segment(s), {} bytes, of {}; log start now {}",
-                        shard.id,
-                        o.segments_deleted,
-                        o.bytes_deleted,
-                        p.log.name(),
-                        o.log_start
-                    ),
-                    Ok(_) => {}
-                    Err(e) => log::warn!("shard {}: retention of {}: {e}", shard.id, p.log.name()),
-                }
-            }
-        }
-    });
 }
 
 /// Accepts connections until a stop signal. The signal flag is checked when

@@ -5,35 +5,7 @@ use std::{sync::Arc, time::Instant};
 
 use bytes::BytesMut;
 
-use crate::{metrics::stages::AppendStages, shard::topics::TopicTable, storage::Chunk};
-
-/// A Kafka error code, as sent on the wire.
-pub type ErrorCode = i16;
-
-pub mod codes {
-    use super::ErrorCode;
-    pub const NONE: ErrorCode = 0;
-    pub const OFFSET_OUT_OF_RANGE: ErrorCode = 1;
-    pub const CORRUPT_MESSAGE: ErrorCode = 2;
-    pub const UNKNOWN_TOPIC_OR_PARTITION: ErrorCode = 3;
-    pub const MESSAGE_TOO_LARGE: ErrorCode = 10;
-    pub const INVALID_TOPIC_EXCEPTION: ErrorCode = 17;
-    pub const INVALID_REQUIRED_ACKS: ErrorCode = 21;
-    pub const UNSUPPORTED_VERSION: ErrorCode = 35;
-    pub const TOPIC_ALREADY_EXISTS: ErrorCode = 36;
-    pub const INVALID_PARTITIONS: ErrorCode = 37;
-    pub const INVALID_REPLICATION_FACTOR: ErrorCode = 38;
-    pub const INVALID_REPLICA_ASSIGNMENT: ErrorCode = 39;
-    pub const INVALID_REQUEST: ErrorCode = 42;
-    pub const INVALID_CONFIG: ErrorCode = 40;
-    pub const KAFKA_STORAGE_ERROR: ErrorCode = 56;
-    pub const COORDINATOR_NOT_AVAILABLE: ErrorCode = 15;
-    pub const OUT_OF_ORDER_SEQUENCE_NUMBER: ErrorCode = 45;
-    pub const INVALID_PRODUCER_EPOCH: ErrorCode = 47;
-    pub const UNKNOWN_PRODUCER_ID: ErrorCode = 59;
-    pub const INVALID_RECORD: ErrorCode = 87;
-    pub const UNKNOWN_TOPIC_ID: ErrorCode = 100;
-}
+use crate::{metrics::stages::AppendStages, protocol::errors::ErrorCode, shard::topics::TopicTable, storage::Chunk};
 
 /// One partition of a read, as a fetch asks for it.
 #[derive(Debug, Clone)]

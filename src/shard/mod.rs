@@ -11,6 +11,8 @@ pub mod router;
 pub mod topic_configs;
 pub mod topics;
 
+pub mod group_glue;
+pub mod maintenance;
 mod owner;
 
 use std::{
@@ -74,7 +76,7 @@ pub struct Shard {
     /// Bytes of requests read and not yet answered, over all connections.
     pub inflight_bytes: Rc<glommio::sync::Semaphore>,
     /// The consumer groups this shard coordinates, and their offsets.
-    pub groups: crate::groups::Coordinator,
+    pub groups: Rc<crate::groups::Coordinator>,
     /// This shard's counters (plain cells: only this thread touches them).
     pub metrics: crate::metrics::ShardMetrics,
     /// Partition reads in progress (see `BrokerSettings::disk_reads_per_shard`).
@@ -90,7 +92,8 @@ impl Shard {
     pub fn new(settings: Arc<BrokerSettings>, senders: Senders<Envelope>, table: Arc<TopicTable>) -> Rc<Self> {
         let shard_budget = settings.max_inflight_bytes_per_shard as u64;
         let read_permits = settings.disk_reads_per_shard.max(1) as u64;
-        Rc::new(Self {
+        let group_settings = settings.clone();
+        Rc::new_cyclic(|me| Self {
             id: senders.peer_id(),
             count: senders.nr_consumers(),
             settings,
@@ -100,7 +103,10 @@ impl Shard {
             inflight: Cell::new(0),
             connections: Cell::new(0),
             inflight_bytes: Rc::new(glommio::sync::Semaphore::new(shard_budget)),
-            groups: Default::default(),
+            groups: Rc::new(crate::groups::Coordinator::new(
+                Box::new(group_glue::ShardGroupHost { shard: me.clone(), settings: group_settings }),
+                group_glue::member_id_seed(),
+            )),
             metrics: Default::default(),
             reads: glommio::sync::Semaphore::new(read_permits),
             producer_ids: Cell::new((0, 0)),

@@ -7,11 +7,12 @@ use std::{
     time::{Duration, Instant},
 };
 
+use crate::protocol::errors::{self, ErrorCode};
 use crate::{
     metrics::stages::AppendStages,
     protocol::record_batch::BatchError,
     shard::{
-        messages::{codes, ConfigChange, ErrorCode, NewPartitions, NewTopic, ReadItem, ReadOutcome, TopicOutcome},
+        messages::{ConfigChange, NewPartitions, NewTopic, ReadItem, ReadOutcome, TopicOutcome},
         notify::Waiter,
         router,
         topics::{self, TopicMeta, TopicTable},
@@ -34,16 +35,16 @@ const PRODUCER_ID_BLOCK: i64 = 1000;
 /// The Kafka error code for a storage error.
 pub fn error_code(e: &StorageError) -> ErrorCode {
     match e {
-        StorageError::InvalidBatch { reason: BatchError::BadLength { .. }, .. } => codes::MESSAGE_TOO_LARGE,
-        StorageError::InvalidBatch { reason: BatchError::BadRecordCount { .. }, .. } => codes::INVALID_RECORD,
-        StorageError::InvalidBatch { .. } => codes::CORRUPT_MESSAGE,
-        StorageError::OffsetOutOfRange { .. } => codes::OFFSET_OUT_OF_RANGE,
+        StorageError::InvalidBatch { reason: BatchError::BadLength { .. }, .. } => errors::MESSAGE_TOO_LARGE,
+        StorageError::InvalidBatch { reason: BatchError::BadRecordCount { .. }, .. } => errors::INVALID_RECORD,
+        StorageError::InvalidBatch { .. } => errors::CORRUPT_MESSAGE,
+        StorageError::OffsetOutOfRange { .. } => errors::OFFSET_OUT_OF_RANGE,
         StorageError::Sequence { reason, .. } => match reason {
-            SequenceError::OutOfOrder { .. } => codes::OUT_OF_ORDER_SEQUENCE_NUMBER,
-            SequenceError::StaleEpoch { .. } => codes::INVALID_PRODUCER_EPOCH,
-            SequenceError::UnknownProducer { .. } => codes::UNKNOWN_PRODUCER_ID,
+            SequenceError::OutOfOrder { .. } => errors::OUT_OF_ORDER_SEQUENCE_NUMBER,
+            SequenceError::StaleEpoch { .. } => errors::INVALID_PRODUCER_EPOCH,
+            SequenceError::UnknownProducer { .. } => errors::UNKNOWN_PRODUCER_ID,
         },
-        _ => codes::KAFKA_STORAGE_ERROR,
+        _ => errors::KAFKA_STORAGE_ERROR,
     }
 }
 
@@ -104,7 +105,7 @@ impl Shard {
                 self.apply_topics(table).await;
                 ShardResponse::Applied
             }
-            ShardRequest::Group(call) => ShardResponse::Group(crate::groups::coordinator::handle(self, call).await),
+            ShardRequest::Group(call) => ShardResponse::Group(self.groups.handle(call).await),
             ShardRequest::AllocateProducerId => ShardResponse::ProducerId(self.allocate_producer_id().await),
         }
     }
@@ -148,7 +149,7 @@ impl Shard {
     ) -> ShardResponse {
         let started = Instant::now();
         let Some(p) = self.partition(topic, partition) else {
-            return produced(codes::UNKNOWN_TOPIC_OR_PARTITION, -1, -1, None, sent, started, &Default::default());
+            return produced(errors::UNKNOWN_TOPIC_OR_PARTITION, -1, -1, None, sent, started, &Default::default());
         };
         let durability = if durable { Durability::Synced } else { Durability::Written };
         let mut timings = AppendTimings::default();
@@ -157,7 +158,7 @@ impl Shard {
         // landed data for earlier batches: wake readers either way.
         p.appended.notify_all();
         match appended {
-            Ok(info) => produced(codes::NONE, info.base_offset, p.log.log_start(), None, sent, started, &timings),
+            Ok(info) => produced(errors::NONE, info.base_offset, p.log.log_start(), None, sent, started, &timings),
             Err(e) => {
                 log::warn!("shard {}: produce to {topic}-{partition} failed: {e}", self.id);
                 produced(error_code(&e), -1, -1, Some(e.to_string()), sent, started, &timings)
@@ -217,7 +218,7 @@ impl Shard {
         for item in items {
             let Some(p) = self.partition(&item.topic, item.partition) else {
                 out.push(ReadOutcome {
-                    error: codes::UNKNOWN_TOPIC_OR_PARTITION,
+                    error: errors::UNKNOWN_TOPIC_OR_PARTITION,
                     high_watermark: -1,
                     log_start: -1,
                     chunks: Vec::new(),
@@ -228,7 +229,7 @@ impl Shard {
             let _permit = self.reads.acquire_permit(1).await.expect("read permits: never closed");
             let outcome = match p.log.read(item.offset, item.max_bytes).await {
                 Ok(slice) => ReadOutcome {
-                    error: codes::NONE,
+                    error: errors::NONE,
                     high_watermark: slice.log_end,
                     log_start: slice.log_start,
                     chunks: slice.chunks,
@@ -272,25 +273,25 @@ impl Shard {
 
     async fn list_offset_local(&self, topic: &str, partition: i32, timestamp: i64) -> ShardResponse {
         let Some(p) = self.partition(topic, partition) else {
-            return ShardResponse::Offset { error: codes::UNKNOWN_TOPIC_OR_PARTITION, offset: -1, timestamp: -1 };
+            return ShardResponse::Offset { error: errors::UNKNOWN_TOPIC_OR_PARTITION, offset: -1, timestamp: -1 };
         };
         match timestamp {
-            -2 => ShardResponse::Offset { error: codes::NONE, offset: p.log.log_start(), timestamp: -1 },
-            -1 => ShardResponse::Offset { error: codes::NONE, offset: p.log.log_end(), timestamp: -1 },
+            -2 => ShardResponse::Offset { error: errors::NONE, offset: p.log.log_start(), timestamp: -1 },
+            -1 => ShardResponse::Offset { error: errors::NONE, offset: p.log.log_end(), timestamp: -1 },
             // EARLIEST_LOCAL (-4, v8+, KIP-405): every segment is local, so
             // the local log starts where the log does.
-            -4 => ShardResponse::Offset { error: codes::NONE, offset: p.log.log_start(), timestamp: -1 },
+            -4 => ShardResponse::Offset { error: errors::NONE, offset: p.log.log_start(), timestamp: -1 },
             // LATEST_TIERED (-5, v9+, KIP-1005): nothing is tiered; Kafka
             // answers -1 when remote storage is off.
-            -5 => ShardResponse::Offset { error: codes::NONE, offset: -1, timestamp: -1 },
+            -5 => ShardResponse::Offset { error: errors::NONE, offset: -1, timestamp: -1 },
             MAX_TIMESTAMP => match max_timestamp_record(&p.log).await {
-                Ok(Some((offset, timestamp))) => ShardResponse::Offset { error: codes::NONE, offset, timestamp },
-                Ok(None) => ShardResponse::Offset { error: codes::NONE, offset: -1, timestamp: -1 },
+                Ok(Some((offset, timestamp))) => ShardResponse::Offset { error: errors::NONE, offset, timestamp },
+                Ok(None) => ShardResponse::Offset { error: errors::NONE, offset: -1, timestamp: -1 },
                 Err(e) => ShardResponse::Offset { error: error_code(&e), offset: -1, timestamp: -1 },
             },
             ts => match p.log.offset_for_timestamp(ts).await {
-                Ok(Some((offset, timestamp))) => ShardResponse::Offset { error: codes::NONE, offset, timestamp },
-                Ok(None) => ShardResponse::Offset { error: codes::NONE, offset: -1, timestamp: -1 },
+                Ok(Some((offset, timestamp))) => ShardResponse::Offset { error: errors::NONE, offset, timestamp },
+                Ok(None) => ShardResponse::Offset { error: errors::NONE, offset: -1, timestamp: -1 },
                 Err(e) => ShardResponse::Offset { error: error_code(&e), offset: -1, timestamp: -1 },
             },
         }
@@ -298,10 +299,10 @@ impl Shard {
 
     async fn delete_records_local(&self, topic: &str, partition: i32, offset: i64) -> ShardResponse {
         let Some(p) = self.partition(topic, partition) else {
-            return ShardResponse::Offset { error: codes::UNKNOWN_TOPIC_OR_PARTITION, offset: -1, timestamp: -1 };
+            return ShardResponse::Offset { error: errors::UNKNOWN_TOPIC_OR_PARTITION, offset: -1, timestamp: -1 };
         };
         match p.log.delete_records(offset).await {
-            Ok(low_watermark) => ShardResponse::Offset { error: codes::NONE, offset: low_watermark, timestamp: -1 },
+            Ok(low_watermark) => ShardResponse::Offset { error: errors::NONE, offset: low_watermark, timestamp: -1 },
             Err(e) => {
                 log::warn!("shard {}: DeleteRecords {topic}-{partition} to {offset}: {e}", self.id);
                 ShardResponse::Offset { error: error_code(&e), offset: -1, timestamp: -1 }
@@ -319,24 +320,24 @@ impl Shard {
         for t in requested {
             let partitions = if t.partitions == -1 { self.settings.default_partitions } else { t.partitions };
             let mut outcome =
-                TopicOutcome { name: t.name.clone(), error: codes::NONE, message: None, id: [0; 16], partitions };
+                TopicOutcome { name: t.name.clone(), error: errors::NONE, message: None, id: [0; 16], partitions };
             let configs: std::collections::BTreeMap<String, String> = t.configs.into_iter().collect();
             let check = if let Err(m) = topics::validate_topic_name(&t.name) {
-                Err((codes::INVALID_TOPIC_EXCEPTION, m))
+                Err((errors::INVALID_TOPIC_EXCEPTION, m))
             } else if table.topics.contains_key(&t.name) {
-                Err((codes::TOPIC_ALREADY_EXISTS, format!("topic {} already exists", t.name)))
+                Err((errors::TOPIC_ALREADY_EXISTS, format!("topic {} already exists", t.name)))
             } else if !(1..=PARTITIONS_PER_TOPIC_MAX).contains(&partitions) {
                 Err((
-                    codes::INVALID_PARTITIONS,
+                    errors::INVALID_PARTITIONS,
                     format!("partitions must be 1..={PARTITIONS_PER_TOPIC_MAX}, got {partitions}"),
                 ))
             } else if !(t.replication_factor == -1 || t.replication_factor == 1) {
                 Err((
-                    codes::INVALID_REPLICATION_FACTOR,
+                    errors::INVALID_REPLICATION_FACTOR,
                     format!("replication factor {} > 1 needs more brokers; this cluster has 1", t.replication_factor),
                 ))
             } else if let Err(m) = topics::log_config(&configs) {
-                Err((codes::INVALID_CONFIG, m))
+                Err((errors::INVALID_CONFIG, m))
             } else {
                 Ok(())
             };
@@ -382,7 +383,7 @@ impl Shard {
         for t in requested {
             let mut outcome = TopicOutcome {
                 name: t.name.clone(),
-                error: codes::NONE,
+                error: errors::NONE,
                 message: None,
                 id: [0; 16],
                 partitions: t.count,
@@ -422,20 +423,20 @@ impl Shard {
         for change in changes {
             let mut outcome = TopicOutcome {
                 name: change.topic.clone(),
-                error: codes::NONE,
+                error: errors::NONE,
                 message: None,
                 id: [0; 16],
                 partitions: 0,
             };
             let result = match table.topics.get(&change.topic) {
-                None => Err((codes::UNKNOWN_TOPIC_OR_PARTITION, format!("topic {} does not exist", change.topic))),
+                None => Err((errors::UNKNOWN_TOPIC_OR_PARTITION, format!("topic {} does not exist", change.topic))),
                 Some(meta) if meta.internal => Err((
-                    codes::INVALID_REQUEST,
+                    errors::INVALID_REQUEST,
                     format!("{} is an internal topic; its configs are the broker's", change.topic),
                 )),
                 Some(meta) => topics::changed_configs(&meta.configs, &change)
                     .and_then(|configs| topics::log_config(&configs).map(|_| configs))
-                    .map_err(|m| (codes::INVALID_CONFIG, format!("topic {}: {m}", change.topic))),
+                    .map_err(|m| (errors::INVALID_CONFIG, format!("topic {}: {m}", change.topic))),
             };
             match result {
                 Err((code, message)) => {
@@ -464,9 +465,9 @@ impl Shard {
         let mut outcomes = Vec::new();
         for name in names {
             let mut o =
-                TopicOutcome { name: name.clone(), error: codes::NONE, message: None, id: [0; 16], partitions: 0 };
+                TopicOutcome { name: name.clone(), error: errors::NONE, message: None, id: [0; 16], partitions: 0 };
             if table.topics.get(&name).is_some_and(|m| m.internal) {
-                o.error = codes::INVALID_TOPIC_EXCEPTION;
+                o.error = errors::INVALID_TOPIC_EXCEPTION;
                 o.message = Some(format!("{name} is an internal topic and cannot be deleted"));
                 outcomes.push(o);
                 continue;
@@ -477,13 +478,13 @@ impl Shard {
                     o.partitions = meta.partitions();
                 }
                 None => {
-                    o.error = codes::UNKNOWN_TOPIC_OR_PARTITION;
+                    o.error = errors::UNKNOWN_TOPIC_OR_PARTITION;
                     o.message = Some(format!("topic {name} does not exist"));
                 }
             }
             outcomes.push(o);
         }
-        if outcomes.iter().any(|o| o.error == codes::NONE) {
+        if outcomes.iter().any(|o| o.error == errors::NONE) {
             self.publish_or_fail(table, &mut outcomes).await;
         }
         outcomes
@@ -493,8 +494,8 @@ impl Shard {
     /// carries the storage error instead.
     async fn publish_or_fail(self: &Rc<Self>, table: TopicTable, outcomes: &mut [TopicOutcome]) {
         if let Err(e) = self.publish(table).await {
-            for o in outcomes.iter_mut().filter(|o| o.error == codes::NONE) {
-                o.error = codes::KAFKA_STORAGE_ERROR;
+            for o in outcomes.iter_mut().filter(|o| o.error == errors::NONE) {
+                o.error = errors::KAFKA_STORAGE_ERROR;
                 o.message = Some(e.clone());
             }
         }
@@ -590,15 +591,15 @@ impl Shard {
 /// Why a CreatePartitions request for one topic is refused, as Kafka says it.
 fn check_new_partitions(table: &TopicTable, t: &NewPartitions) -> Result<(), (ErrorCode, String)> {
     let Some(meta) = table.topics.get(&t.name) else {
-        return Err((codes::UNKNOWN_TOPIC_OR_PARTITION, format!("topic {} does not exist", t.name)));
+        return Err((errors::UNKNOWN_TOPIC_OR_PARTITION, format!("topic {} does not exist", t.name)));
     };
     if meta.internal {
         // Group placement hashes over the internal topic's partition count.
-        return Err((codes::INVALID_PARTITIONS, format!("{} is an internal topic; its partitions are fixed", t.name)));
+        return Err((errors::INVALID_PARTITIONS, format!("{} is an internal topic; its partitions are fixed", t.name)));
     }
     if t.count <= meta.partitions() {
         return Err((
-            codes::INVALID_PARTITIONS,
+            errors::INVALID_PARTITIONS,
             format!(
                 "topic {} currently has {} partitions, which is higher than or equal to the requested {}",
                 t.name,
@@ -609,13 +610,13 @@ fn check_new_partitions(table: &TopicTable, t: &NewPartitions) -> Result<(), (Er
     }
     if t.count > PARTITIONS_PER_TOPIC_MAX {
         return Err((
-            codes::INVALID_PARTITIONS,
+            errors::INVALID_PARTITIONS,
             format!("partitions must be at most {PARTITIONS_PER_TOPIC_MAX}, got {}", t.count),
         ));
     }
     if t.replicas_per_partition > 1 {
         return Err((
-            codes::INVALID_REPLICA_ASSIGNMENT,
+            errors::INVALID_REPLICA_ASSIGNMENT,
             format!("an assignment of {} replicas needs more brokers; this cluster has 1", t.replicas_per_partition),
         ));
     }

@@ -4,7 +4,8 @@
 
 use kafka_protocol::messages::{api_versions_response::ApiVersion, ApiVersionsResponse};
 
-use crate::{server::handlers::SUPPORTED, shard::messages::codes};
+use crate::protocol::errors;
+use crate::server::handlers::SUPPORTED;
 
 pub fn respond(error: i16) -> ApiVersionsResponse {
     let mut response = ApiVersionsResponse::default();
@@ -23,5 +24,5 @@ pub fn respond(error: i16) -> ApiVersionsResponse {
 }
 
 pub fn unsupported() -> ApiVersionsResponse {
-    respond(codes::UNSUPPORTED_VERSION)
+    respond(errors::UNSUPPORTED_VERSION)
 }

@@ -14,9 +14,10 @@ use kafka_protocol::messages::{
     OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, TopicName,
 };
 
+use crate::protocol::errors;
 use crate::{
     server::handlers::str_bytes,
-    shard::{messages::codes, router, Shard, ShardRequest, ShardResponse},
+    shard::{router, Shard, ShardRequest, ShardResponse},
 };
 
 /// The only leader epoch this broker's partitions have.
@@ -55,18 +56,18 @@ pub async fn offset_for_leader_epoch(
             e.partition = p.partition;
             (e.error_code, e.leader_epoch, e.end_offset) = match router::owner(&table, &name, p.partition, shard.count)
             {
-                None => (codes::UNKNOWN_TOPIC_OR_PARTITION, -1, -1),
+                None => (errors::UNKNOWN_TOPIC_OR_PARTITION, -1, -1),
                 Some(_) if p.current_leader_epoch > LEADER_EPOCH => (UNKNOWN_LEADER_EPOCH, -1, -1),
                 Some(_) if p.current_leader_epoch >= 0 && p.current_leader_epoch < LEADER_EPOCH => {
                     (FENCED_LEADER_EPOCH, -1, -1)
                 }
                 // No epoch at or below the one asked for: Kafka's UNDEFINED answer.
-                Some(_) if p.leader_epoch < LEADER_EPOCH => (codes::NONE, -1, -1),
+                Some(_) if p.leader_epoch < LEADER_EPOCH => (errors::NONE, -1, -1),
                 Some(owner) => {
                     let ask = ShardRequest::ListOffset { topic: name.clone(), partition: p.partition, timestamp: -1 };
                     match shard.call(owner, ask).await {
                         ShardResponse::Offset { error, offset, .. } => (error, LEADER_EPOCH, offset),
-                        _ => (codes::KAFKA_STORAGE_ERROR, -1, -1),
+                        _ => (errors::KAFKA_STORAGE_ERROR, -1, -1),
                     }
                 }
             };

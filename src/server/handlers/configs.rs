@@ -16,10 +16,11 @@ use kafka_protocol::messages::{
     DescribeConfigsResponse, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
 };
 
+use crate::protocol::errors::{self, ErrorCode};
 use crate::{
     server::handlers::{create_topics::unavailable, str_bytes},
     shard::{
-        messages::{codes, ConfigChange, ErrorCode, TopicOutcome},
+        messages::{ConfigChange, TopicOutcome},
         router::CONTROLLER,
         topic_configs::{self, ConfigType},
         Shard, ShardRequest, ShardResponse,
@@ -54,7 +55,7 @@ pub fn describe(shard: &Rc<Shard>, request: DescribeConfigsRequest, version: i16
         let configs = match resource.resource_type {
             RESOURCE_TOPIC => topic_configs_of(shard, &name),
             RESOURCE_BROKER => broker_configs(shard, &name),
-            other => Err((codes::INVALID_REQUEST, format!("resource type {other} has no configs here"))),
+            other => Err((errors::INVALID_REQUEST, format!("resource type {other} has no configs here"))),
         };
         match configs {
             Err((code, message)) => {
@@ -99,7 +100,7 @@ fn encode_config(d: Described, version: i16, synonyms: bool) -> DescribeConfigsR
 fn topic_configs_of(shard: &Rc<Shard>, topic: &str) -> Result<Vec<Described>, (ErrorCode, String)> {
     let table = shard.topics();
     let meta =
-        table.topics.get(topic).ok_or((codes::UNKNOWN_TOPIC_OR_PARTITION, format!("topic {topic} does not exist")))?;
+        table.topics.get(topic).ok_or((errors::UNKNOWN_TOPIC_OR_PARTITION, format!("topic {topic} does not exist")))?;
     Ok(topic_configs::describe(&meta.configs)
         .into_iter()
         .map(|(def, value, set)| Described {
@@ -116,7 +117,7 @@ fn topic_configs_of(shard: &Rc<Shard>, topic: &str) -> Result<Vec<Described>, (E
 fn broker_configs(shard: &Rc<Shard>, broker: &str) -> Result<Vec<Described>, (ErrorCode, String)> {
     let s = &shard.settings;
     if !(broker.is_empty() || broker == s.node_id.to_string()) {
-        return Err((codes::INVALID_REQUEST, format!("broker {broker} is not this broker (node {})", s.node_id)));
+        return Err((errors::INVALID_REQUEST, format!("broker {broker} is not this broker (node {})", s.node_id)));
     }
     let fixed = |name: &str, value: String, kind| Described {
         name: name.to_string(),
@@ -229,13 +230,13 @@ async fn change(
             RESOURCE_BROKER => (
                 kind,
                 name,
-                codes::INVALID_REQUEST,
+                errors::INVALID_REQUEST,
                 Some(
                     "broker configs are static in shardlog: set them in the TOML file or with flags, and restart"
                         .into(),
                 ),
             ),
-            other => (kind, name, codes::INVALID_REQUEST, Some(format!("resource type {other} has no configs here"))),
+            other => (kind, name, errors::INVALID_REQUEST, Some(format!("resource type {other} has no configs here"))),
         })
         .collect()
 }

@@ -8,6 +8,7 @@ use kafka_protocol::messages::{
     CreateTopicsResponse, TopicName,
 };
 
+use crate::protocol::errors;
 use crate::{
     server::handlers::str_bytes,
     shard::{
@@ -33,7 +34,7 @@ pub fn unavailable(names: Vec<String>) -> Vec<TopicOutcome> {
         .into_iter()
         .map(|name| TopicOutcome {
             name,
-            error: crate::shard::messages::codes::KAFKA_STORAGE_ERROR,
+            error: errors::KAFKA_STORAGE_ERROR,
             message: Some("broker shutting down".into()),
             id: [0; 16],
             partitions: 0,

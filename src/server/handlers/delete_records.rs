@@ -9,7 +9,8 @@ use kafka_protocol::messages::{
     DeleteRecordsRequest, DeleteRecordsResponse,
 };
 
-use crate::shard::{messages::codes, router, Shard, ShardRequest, ShardResponse};
+use crate::protocol::errors;
+use crate::shard::{router, Shard, ShardRequest, ShardResponse};
 
 pub async fn handle(shard: &Rc<Shard>, request: DeleteRecordsRequest) -> DeleteRecordsResponse {
     let table = shard.topics();
@@ -25,15 +26,15 @@ pub async fn handle(shard: &Rc<Shard>, request: DeleteRecordsRequest) -> DeleteR
                 let mut r = DeleteRecordsPartitionResult::default();
                 r.partition_index = p.partition_index;
                 (r.error_code, r.low_watermark) = match owner {
-                    None => (codes::UNKNOWN_TOPIC_OR_PARTITION, -1),
+                    None => (errors::UNKNOWN_TOPIC_OR_PARTITION, -1),
                     // Only the broker trims its internal topics (compaction, expiry).
-                    Some(_) if internal => (codes::INVALID_TOPIC_EXCEPTION, -1),
+                    Some(_) if internal => (errors::INVALID_TOPIC_EXCEPTION, -1),
                     Some(owner) => {
                         let ask =
                             ShardRequest::DeleteRecords { topic: name, partition: p.partition_index, offset: p.offset };
                         match shard.call(owner, ask).await {
                             ShardResponse::Offset { error, offset, .. } => (error, offset),
-                            _ => (codes::KAFKA_STORAGE_ERROR, -1),
+                            _ => (errors::KAFKA_STORAGE_ERROR, -1),
                         }
                     }
                 };

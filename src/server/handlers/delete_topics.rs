@@ -7,9 +7,10 @@ use kafka_protocol::messages::{
     delete_topics_response::DeletableTopicResult, DeleteTopicsRequest, DeleteTopicsResponse, TopicName,
 };
 
+use crate::protocol::errors;
 use crate::{
     server::handlers::str_bytes,
-    shard::{messages::codes, router::CONTROLLER, Shard, ShardRequest, ShardResponse},
+    shard::{router::CONTROLLER, Shard, ShardRequest, ShardResponse},
 };
 
 pub async fn handle(shard: &Rc<Shard>, request: DeleteTopicsRequest) -> DeleteTopicsResponse {
@@ -40,7 +41,7 @@ pub async fn handle(shard: &Rc<Shard>, request: DeleteTopicsRequest) -> DeleteTo
             Err(id) => {
                 r.name = None;
                 r.topic_id = id;
-                r.error_code = codes::UNKNOWN_TOPIC_ID;
+                r.error_code = errors::UNKNOWN_TOPIC_ID;
                 r.error_message = Some(str_bytes(&format!("no topic has id {id}")));
             }
             Ok(_) => {

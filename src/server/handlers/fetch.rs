@@ -18,11 +18,12 @@ use std::{
 
 use kafka_protocol::messages::FetchRequest;
 
+use crate::protocol::errors;
 use crate::{
     limits,
     server::fetch_encode::{PartitionOut, TopicOut},
     shard::{
-        messages::{codes, ReadItem, ReadOutcome},
+        messages::{ReadItem, ReadOutcome},
         router, Shard, ShardId, ShardRequest, ShardResponse,
     },
 };
@@ -81,11 +82,11 @@ pub async fn handle(shard: &Rc<Shard>, request: FetchRequest, version: i16) -> V
         let mut outcomes = read_round(shard, &items, max_bytes).await;
         for (o, n) in outcomes.iter_mut().zip(&named) {
             if n.unknown_id {
-                o.error = codes::UNKNOWN_TOPIC_ID;
+                o.error = errors::UNKNOWN_TOPIC_ID;
             }
         }
         let total: usize = outcomes.iter().map(ReadOutcome::bytes).sum();
-        let errors = outcomes.iter().any(|o| o.error != codes::NONE);
+        let errors = outcomes.iter().any(|o| o.error != errors::NONE);
         let now = Instant::now();
         if total >= min_bytes.max(1) || errors || now >= deadline {
             for o in &outcomes {
@@ -110,7 +111,7 @@ async fn read_round(shard: &Rc<Shard>, items: &[ReadItem], max_bytes: usize) -> 
             Some(owner) => by_owner.entry(owner).or_default().push(i),
             None => {
                 outcomes[i] = ReadOutcome {
-                    error: codes::UNKNOWN_TOPIC_OR_PARTITION,
+                    error: errors::UNKNOWN_TOPIC_OR_PARTITION,
                     high_watermark: -1,
                     log_start: -1,
                     chunks: Vec::new(),
@@ -137,7 +138,7 @@ async fn read_round(shard: &Rc<Shard>, items: &[ReadItem], max_bytes: usize) -> 
             _ => {
                 for i in indices {
                     outcomes[i] = ReadOutcome {
-                        error: codes::KAFKA_STORAGE_ERROR,
+                        error: errors::KAFKA_STORAGE_ERROR,
                         high_watermark: -1,
                         log_start: -1,
                         chunks: Vec::new(),

@@ -22,11 +22,9 @@ use kafka_protocol::messages::{
     SyncGroupRequest, SyncGroupResponse, TopicName,
 };
 
+use crate::protocol::errors::{self, COORDINATOR_NOT_AVAILABLE, INVALID_GROUP_ID};
 use crate::{
-    groups::{
-        coordinator::errors::{COORDINATOR_NOT_AVAILABLE, INVALID_GROUP_ID},
-        records, FetchedOffset, GroupAnswer, GroupCall, OFFSETS_TOPIC,
-    },
+    groups::{records, FetchedOffset, GroupAnswer, GroupCall, OFFSETS_TOPIC},
     server::handlers::str_bytes,
     shard::{router, Shard, ShardId, ShardRequest, ShardResponse},
 };
@@ -64,7 +62,7 @@ pub fn find_coordinator(shard: &Shard, req: FindCoordinatorRequest, version: i16
             c.port = -1;
         } else if req.key_type != 0 {
             // 2 is a share group's (KIP-932, v6); there are none here.
-            c.error_code = crate::shard::messages::codes::INVALID_REQUEST;
+            c.error_code = errors::INVALID_REQUEST;
             c.error_message = Some(str_bytes(&format!("coordinator key type {} is not supported", req.key_type)));
             c.node_id = (-1).into();
             c.port = -1;

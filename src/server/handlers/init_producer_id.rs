@@ -8,7 +8,8 @@ use std::rc::Rc;
 
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse};
 
-use crate::shard::{messages::codes, router, Shard, ShardRequest, ShardResponse};
+use crate::protocol::errors;
+use crate::shard::{router, Shard, ShardRequest, ShardResponse};
 
 pub async fn handle(shard: &Rc<Shard>, req: InitProducerIdRequest) -> InitProducerIdResponse {
     let mut resp = InitProducerIdResponse::default();
@@ -16,7 +17,7 @@ pub async fn handle(shard: &Rc<Shard>, req: InitProducerIdRequest) -> InitProduc
     resp.producer_epoch = -1;
     if let Some(id) = req.transactional_id.as_ref().filter(|id| !id.0.is_empty()) {
         log::warn!("InitProducerId with transactional id {:?}: transactions are not supported yet", id.0.as_str());
-        resp.error_code = codes::INVALID_REQUEST;
+        resp.error_code = errors::INVALID_REQUEST;
         return resp;
     }
     let (given_id, given_epoch) = (req.producer_id.0, req.producer_epoch);
@@ -32,9 +33,9 @@ pub async fn handle(shard: &Rc<Shard>, req: InitProducerIdRequest) -> InitProduc
         }
         ShardResponse::ProducerId(Err(e)) => {
             log::warn!("cannot allocate a producer id: {e}");
-            resp.error_code = codes::COORDINATOR_NOT_AVAILABLE;
+            resp.error_code = errors::COORDINATOR_NOT_AVAILABLE;
         }
-        _ => resp.error_code = codes::COORDINATOR_NOT_AVAILABLE,
+        _ => resp.error_code = errors::COORDINATOR_NOT_AVAILABLE,
     }
     resp
 }

@@ -11,7 +11,8 @@ use kafka_protocol::messages::{
     ListOffsetsRequest, ListOffsetsResponse,
 };
 
-use crate::shard::{messages::codes, router, Shard, ShardRequest, ShardResponse};
+use crate::protocol::errors;
+use crate::shard::{router, Shard, ShardRequest, ShardResponse};
 
 pub async fn handle(shard: &Rc<Shard>, request: ListOffsetsRequest, version: i16) -> ListOffsetsResponse {
     let table = shard.topics();
@@ -31,7 +32,7 @@ pub async fn handle(shard: &Rc<Shard>, request: ListOffsetsRequest, version: i16
                     r.leader_epoch = 0;
                 }
                 let Some(owner) = owner else {
-                    r.error_code = codes::UNKNOWN_TOPIC_OR_PARTITION;
+                    r.error_code = errors::UNKNOWN_TOPIC_OR_PARTITION;
                     r.offset = -1;
                     r.timestamp = -1;
                     return r;
@@ -39,7 +40,7 @@ pub async fn handle(shard: &Rc<Shard>, request: ListOffsetsRequest, version: i16
                 let request =
                     ShardRequest::ListOffset { topic: name, partition: p.partition_index, timestamp: p.timestamp };
                 let ShardResponse::Offset { error, offset, timestamp } = shard.call(owner, request).await else {
-                    r.error_code = codes::KAFKA_STORAGE_ERROR;
+                    r.error_code = errors::KAFKA_STORAGE_ERROR;
                     r.offset = -1;
                     r.timestamp = -1;
                     return r;

@@ -8,13 +8,10 @@ use kafka_protocol::messages::{
     MetadataRequest, MetadataResponse, TopicName,
 };
 
+use crate::protocol::errors;
 use crate::{
     server::handlers::{create_topics::create, str_bytes},
-    shard::{
-        messages::{codes, NewTopic},
-        topics::validate_topic_name,
-        Shard,
-    },
+    shard::{messages::NewTopic, topics::validate_topic_name, Shard},
 };
 
 pub async fn handle(shard: &Rc<Shard>, request: MetadataRequest, version: i16) -> MetadataResponse {
@@ -51,8 +48,8 @@ pub async fn handle(shard: &Rc<Shard>, request: MetadataRequest, version: i16) -
         match table.topics.get(&name) {
             // A name Kafka refuses: the client gives up instead of waiting
             // for a topic that can never exist.
-            None if validate_topic_name(&name).is_err() => topic.error_code = codes::INVALID_TOPIC_EXCEPTION,
-            None => topic.error_code = codes::UNKNOWN_TOPIC_OR_PARTITION,
+            None if validate_topic_name(&name).is_err() => topic.error_code = errors::INVALID_TOPIC_EXCEPTION,
+            None => topic.error_code = errors::UNKNOWN_TOPIC_OR_PARTITION,
             Some(meta) => {
                 topic.topic_id = uuid::Uuid::from_bytes(meta.id_bytes());
                 topic.is_internal = meta.internal;

@@ -12,17 +12,13 @@ use kafka_protocol::messages::{
     ProduceRequest, ProduceResponse, TopicName,
 };
 
+use crate::protocol::errors::{self, ErrorCode};
 use crate::{
     limits,
     metrics::stages::{AppendStages, RequestTrace},
     protocol::record_batch::BatchHeader,
     server::handlers::{create_topics::create, str_bytes},
-    shard::{
-        messages::{codes, ErrorCode, NewTopic},
-        router,
-        topics::validate_topic_name,
-        Shard, ShardRequest, ShardResponse,
-    },
+    shard::{messages::NewTopic, router, topics::validate_topic_name, Shard, ShardRequest, ShardResponse},
 };
 
 struct PartitionResult {
@@ -63,10 +59,10 @@ impl Critical {
 async fn respond(shard: &Rc<Shard>, request: ProduceRequest, critical: &mut Critical) -> Option<ProduceResponse> {
     let acks = request.acks;
     if request.transactional_id.is_some() {
-        return Some(reject_all(&request, codes::INVALID_REQUEST, "transactions are not supported yet"));
+        return Some(reject_all(&request, errors::INVALID_REQUEST, "transactions are not supported yet"));
     }
     if !matches!(acks, 0 | 1 | -1) {
-        return Some(reject_all(&request, codes::INVALID_REQUIRED_ACKS, "acks must be 0, 1 or -1"));
+        return Some(reject_all(&request, errors::INVALID_REQUIRED_ACKS, "acks must be 0, 1 or -1"));
     }
     auto_create(shard, &request).await;
     let table = shard.topics();
@@ -94,13 +90,14 @@ async fn respond(shard: &Rc<Shard>, request: ProduceRequest, critical: &mut Crit
                 let mut stages = AppendStages::default();
                 let result = match (owner, records) {
                     _ if illegal.is_some() => {
-                        failed(codes::INVALID_TOPIC_EXCEPTION, illegal.map(|m| format!("topic {name:?}: {m}")))
+                        failed(errors::INVALID_TOPIC_EXCEPTION, illegal.map(|m| format!("topic {name:?}: {m}")))
                     }
-                    _ if internal => {
-                        failed(codes::INVALID_TOPIC_EXCEPTION, Some(format!("cannot produce to internal topic {name}")))
-                    }
-                    (None, _) => failed(codes::UNKNOWN_TOPIC_OR_PARTITION, None),
-                    (Some(_), None) => failed(codes::INVALID_RECORD, Some("no records".into())),
+                    _ if internal => failed(
+                        errors::INVALID_TOPIC_EXCEPTION,
+                        Some(format!("cannot produce to internal topic {name}")),
+                    ),
+                    (None, _) => failed(errors::UNKNOWN_TOPIC_OR_PARTITION, None),
+                    (Some(_), None) => failed(errors::INVALID_RECORD, Some("no records".into())),
                     (Some(owner), Some(records)) => {
                         append_all(&shard, owner, &name, index, records, acks == -1, compacted, &mut stages).await
                     }
@@ -173,7 +170,7 @@ fn keyless_records(topic: &str, partition: i32, batches: &[BytesMut]) -> Option<
     let message = format!(
         "one or more records have been rejected: compacted topic partition {topic}-{partition} cannot accept records without a key"
     );
-    Some(PartitionResult { record_errors, ..failed(codes::INVALID_RECORD, Some(message)) })
+    Some(PartitionResult { record_errors, ..failed(errors::INVALID_RECORD, Some(message)) })
 }
 
 async fn auto_create(shard: &Rc<Shard>, request: &ProduceRequest) {
@@ -209,7 +206,7 @@ async fn append_all(
     let batches = match split_batches(records) {
         Ok(b) => b,
         Err(message) => {
-            return failed(codes::CORRUPT_MESSAGE, Some(format!("partition {topic}-{partition}: {message}")))
+            return failed(errors::CORRUPT_MESSAGE, Some(format!("partition {topic}-{partition}: {message}")))
         }
     };
     if let Some(rejected) = compacted.then(|| keyless_records(topic, partition, &batches)).flatten() {
@@ -223,17 +220,17 @@ async fn append_all(
             shard.call(owner, request).await
         else {
             let message = format!("partition {topic}-{partition}: broker shutting down");
-            return failed(codes::KAFKA_STORAGE_ERROR, Some(message));
+            return failed(errors::KAFKA_STORAGE_ERROR, Some(message));
         };
         stages.add(&spent);
         stages.hop += finished.elapsed();
         let result = PartitionResult { error, base_offset, log_start, message, record_errors: Vec::new() };
-        if error != codes::NONE {
+        if error != errors::NONE {
             return result;
         }
         first.get_or_insert(result);
     }
-    first.unwrap_or_else(|| failed(codes::INVALID_RECORD, Some("no records".into())))
+    first.unwrap_or_else(|| failed(errors::INVALID_RECORD, Some("no records".into())))
 }
 
 /// Splits a records field into its batches without copying when the request
@@ -297,7 +294,7 @@ pub fn unsupported_old_version(mut body: &[u8], version: i16) -> Result<Vec<u8>,
             need(body, size)?;
             body.advance(size);
             out.extend_from_slice(&index.to_be_bytes());
-            out.extend_from_slice(&codes::UNSUPPORTED_VERSION.to_be_bytes());
+            out.extend_from_slice(&errors::UNSUPPORTED_VERSION.to_be_bytes());
             out.extend_from_slice(&(-1i64).to_be_bytes()); // base offset
             if version >= 2 {
                 out.extend_from_slice(&(-1i64).to_be_bytes()); // log append time

@@ -1,0 +1,95 @@
+//! Kafka error codes, as sent on the wire: the one table the broker answers
+//! with. Names are Kafka's (`org.apache.kafka.common.protocol.Errors`); the
+//! test below checks each value against the protocol crate's own table.
+
+/// A Kafka error code, as sent on the wire.
+pub type ErrorCode = i16;
+
+pub const NONE: ErrorCode = 0;
+pub const OFFSET_OUT_OF_RANGE: ErrorCode = 1;
+pub const CORRUPT_MESSAGE: ErrorCode = 2;
+pub const UNKNOWN_TOPIC_OR_PARTITION: ErrorCode = 3;
+pub const NOT_LEADER_OR_FOLLOWER: ErrorCode = 6;
+pub const MESSAGE_TOO_LARGE: ErrorCode = 10;
+pub const OFFSET_METADATA_TOO_LARGE: ErrorCode = 12;
+pub const COORDINATOR_LOAD_IN_PROGRESS: ErrorCode = 14;
+pub const COORDINATOR_NOT_AVAILABLE: ErrorCode = 15;
+pub const INVALID_TOPIC_EXCEPTION: ErrorCode = 17;
+pub const INVALID_REQUIRED_ACKS: ErrorCode = 21;
+pub const ILLEGAL_GENERATION: ErrorCode = 22;
+pub const INCONSISTENT_GROUP_PROTOCOL: ErrorCode = 23;
+pub const INVALID_GROUP_ID: ErrorCode = 24;
+pub const UNKNOWN_MEMBER_ID: ErrorCode = 25;
+pub const INVALID_SESSION_TIMEOUT: ErrorCode = 26;
+pub const REBALANCE_IN_PROGRESS: ErrorCode = 27;
+pub const UNSUPPORTED_VERSION: ErrorCode = 35;
+pub const TOPIC_ALREADY_EXISTS: ErrorCode = 36;
+pub const INVALID_PARTITIONS: ErrorCode = 37;
+pub const INVALID_REPLICATION_FACTOR: ErrorCode = 38;
+pub const INVALID_REPLICA_ASSIGNMENT: ErrorCode = 39;
+pub const INVALID_CONFIG: ErrorCode = 40;
+pub const INVALID_REQUEST: ErrorCode = 42;
+pub const OUT_OF_ORDER_SEQUENCE_NUMBER: ErrorCode = 45;
+pub const INVALID_PRODUCER_EPOCH: ErrorCode = 47;
+pub const KAFKA_STORAGE_ERROR: ErrorCode = 56;
+pub const UNKNOWN_PRODUCER_ID: ErrorCode = 59;
+pub const NON_EMPTY_GROUP: ErrorCode = 68;
+pub const GROUP_ID_NOT_FOUND: ErrorCode = 69;
+pub const MEMBER_ID_REQUIRED: ErrorCode = 79;
+pub const FENCED_INSTANCE_ID: ErrorCode = 82;
+pub const GROUP_SUBSCRIBED_TO_TOPIC: ErrorCode = 86;
+pub const INVALID_RECORD: ErrorCode = 87;
+pub const UNKNOWN_TOPIC_ID: ErrorCode = 100;
+
+#[cfg(test)]
+mod tests {
+    use kafka_protocol::error::ResponseError as E;
+
+    use super::*;
+
+    /// Every code here is the one Kafka gives that name (the protocol
+    /// crate's table is generated from Kafka's, not from ours).
+    #[test]
+    fn codes_match_kafka() {
+        let table = [
+            (OFFSET_OUT_OF_RANGE, E::OffsetOutOfRange),
+            (CORRUPT_MESSAGE, E::CorruptMessage),
+            (UNKNOWN_TOPIC_OR_PARTITION, E::UnknownTopicOrPartition),
+            (NOT_LEADER_OR_FOLLOWER, E::NotLeaderOrFollower),
+            (MESSAGE_TOO_LARGE, E::MessageTooLarge),
+            (OFFSET_METADATA_TOO_LARGE, E::OffsetMetadataTooLarge),
+            (COORDINATOR_LOAD_IN_PROGRESS, E::CoordinatorLoadInProgress),
+            (COORDINATOR_NOT_AVAILABLE, E::CoordinatorNotAvailable),
+            (INVALID_TOPIC_EXCEPTION, E::InvalidTopicException),
+            (INVALID_REQUIRED_ACKS, E::InvalidRequiredAcks),
+            (ILLEGAL_GENERATION, E::IllegalGeneration),
+            (INCONSISTENT_GROUP_PROTOCOL, E::InconsistentGroupProtocol),
+            (INVALID_GROUP_ID, E::InvalidGroupId),
+            (UNKNOWN_MEMBER_ID, E::UnknownMemberId),
+            (INVALID_SESSION_TIMEOUT, E::InvalidSessionTimeout),
+            (REBALANCE_IN_PROGRESS, E::RebalanceInProgress),
+            (UNSUPPORTED_VERSION, E::UnsupportedVersion),
+            (TOPIC_ALREADY_EXISTS, E::TopicAlreadyExists),
+            (INVALID_PARTITIONS, E::InvalidPartitions),
+            (INVALID_REPLICATION_FACTOR, E::InvalidReplicationFactor),
+            (INVALID_REPLICA_ASSIGNMENT, E::InvalidReplicaAssignment),
+            (INVALID_CONFIG, E::InvalidConfig),
+            (INVALID_REQUEST, E::InvalidRequest),
+            (OUT_OF_ORDER_SEQUENCE_NUMBER, E::OutOfOrderSequenceNumber),
+            (INVALID_PRODUCER_EPOCH, E::InvalidProducerEpoch),
+            (KAFKA_STORAGE_ERROR, E::KafkaStorageError),
+            (UNKNOWN_PRODUCER_ID, E::UnknownProducerId),
+            (NON_EMPTY_GROUP, E::NonEmptyGroup),
+            (GROUP_ID_NOT_FOUND, E::GroupIdNotFound),
+            (MEMBER_ID_REQUIRED, E::MemberIdRequired),
+            (FENCED_INSTANCE_ID, E::FencedInstanceId),
+            (GROUP_SUBSCRIBED_TO_TOPIC, E::GroupSubscribedToTopic),
+            (INVALID_RECORD, E::InvalidRecord),
+            (UNKNOWN_TOPIC_ID, E::UnknownTopicId),
+        ];
+        for (ours, kafka) in table {
+            assert_eq!(ours, kafka.code(), "{kafka:?}");
+        }
+        assert_eq!(E::try_from_code(NONE), None, "0 is no error");
+    }
+}

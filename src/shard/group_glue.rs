@@ -1,0 +1,237 @@
+//! The shard's group glue: its side of the group coordinator's seam
+//! ([`GroupHost`]: its `__consumer_offsets` partitions, glommio timers and
+//! tasks, the system clocks and the topic table), the creation of
+//! `__consumer_offsets` at first start, the replay of this shard's
+//! partitions of it into the coordinator, and the offset-expiry timer.
+
+use std::{
+    future::Future,
+    pin::Pin,
+    rc::{Rc, Weak},
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use bytes::BytesMut;
+
+use crate::{
+    groups::{
+        seam::{LocalTask, OffsetsRecord},
+        GroupHost, GroupSettings, Timer, OFFSETS_TOPIC,
+    },
+    protocol::record_batch::{self, BatchHeader, Record},
+    shard::{
+        router,
+        topics::{new_topic_id, TopicMeta, TopicTable},
+        BrokerSettings, Partition, Shard,
+    },
+    storage::Durability,
+};
+
+/// Replay reads `__consumer_offsets` this many bytes at a time.
+const REPLAY_READ_BYTES: usize = 1 << 20;
+/// How often a long replay logs its progress.
+const REPLAY_REPORT_EVERY: Duration = Duration::from_secs(2);
+
+/// Reaches its shard through a `Weak`: the shard owns the coordinator,
+/// which owns this.
+pub(super) struct ShardGroupHost {
+    pub(super) shard: Weak<Shard>,
+    pub(super) settings: Arc<BrokerSettings>,
+}
+
+/// Starts a task that first yields, so it never runs inside the caller's
+/// `RefCell` borrows (glommio may poll a new task right away): the seam's
+/// contract for `schedule` and `spawn`.
+fn spawn_after_yield(task: impl Future<Output = ()> + 'static) {
+    glommio::spawn_local(async move {
+        futures_lite::future::yield_now().await;
+        task.await
+    })
+    .detach();
+}
+
+fn system_now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+impl GroupHost for ShardGroupHost {
+    fn settings(&self) -> &GroupSettings {
+        &self.settings.groups
+    }
+
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+
+    fn now_ms(&self) -> i64 {
+        system_now_ms()
+    }
+
+    fn partition_exists(&self, topic: &str, partition: i32) -> bool {
+        let Some(shard) = self.shard.upgrade() else { return false };
+        let table = shard.topics();
+        table.topics.get(topic).is_some_and(|m| (0..m.partitions()).contains(&partition))
+    }
+
+    fn append(&self, partition: i32, records: Vec<OffsetsRecord>) -> Pin<Box<dyn Future<Output = Result<(), String>>>> {
+        let shard = self.shard.clone();
+        Box::pin(async move {
+            let Some(shard) = shard.upgrade() else { return Err("the shard is shutting down".to_string()) };
+            let Some(p) = shard.partition(OFFSETS_TOPIC, partition) else {
+                return Err(format!("{OFFSETS_TOPIC}-{partition} is not open on shard {}", shard.id));
+            };
+            let recs: Vec<Record<'_>> = records
+                .iter()
+                .map(|(k, v)| Record { key: Some(k.as_slice()), value: v.as_deref(), timestamp_delta: 0 })
+                .collect();
+            let batch = record_batch::encode_batch(&recs, system_now_ms());
+            let result = p.log.append(BytesMut::from(&batch[..]), Durability::Synced).await;
+            p.appended.notify_all();
+            result.map(|_| ()).map_err(|e| e.to_string())
+        })
+    }
+
+    fn schedule(&self, after: Duration, timer: Timer) {
+        let shard = self.shard.clone();
+        spawn_after_yield(async move {
+            if !after.is_zero() {
+                glommio::timer::sleep(after).await;
+            }
+            if let Some(shard) = shard.upgrade() {
+                shard.groups.fire(timer);
+            }
+        });
+    }
+
+    fn spawn(&self, task: LocalTask) {
+        spawn_after_yield(task);
+    }
+}
+
+/// The seed of this shard's member-id generator, read from the OS once at
+/// start (the time, if /dev/urandom cannot be read).
+pub(super) fn member_id_seed() -> u128 {
+    let mut bytes = [0u8; 16];
+    if std::fs::File::open("/dev/urandom").and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes)).is_err() {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        bytes = nanos.to_le_bytes();
+    }
+    u128::from_le_bytes(bytes)
+}
+
+/// Creates `__consumer_offsets` at first start: internal, compacted, with
+/// the configured partition count spread over the shards.
+pub fn ensure_offsets_topic(
+    table: &mut TopicTable,
+    data_dir: &std::path::Path,
+    partitions: i32,
+    segment_bytes: u64,
+    shards: usize,
+) -> Result<(), String> {
+    if table.topics.contains_key(OFFSETS_TOPIC) {
+        return Ok(());
+    }
+    let configs = [("cleanup.policy", "compact".to_string()), ("segment.bytes", segment_bytes.to_string())]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+    let meta = TopicMeta {
+        id: new_topic_id(),
+        shards: router::assign(OFFSETS_TOPIC, partitions, shards),
+        configs,
+        internal: true,
+    };
+    table.topics.insert(OFFSETS_TOPIC.to_string(), meta);
+    table.save(data_dir).map_err(|e| format!("cannot persist topic metadata in {}: {e}", data_dir.display()))
+}
+
+/// Replays the `__consumer_offsets` partitions this shard owns into its
+/// group coordinator, then arms the sessions of the members it restored.
+pub async fn load_groups(shard: &Rc<Shard>) {
+    let started = Instant::now();
+    let partitions = shard.groups_partitions();
+    let total: i64 = partitions.iter().map(|p| p.log.log_end() - p.log.log_start()).sum();
+    let mut done = 0i64;
+    let mut next_report = Instant::now() + REPLAY_REPORT_EVERY;
+    for p in partitions {
+        let mut offset = p.log.log_start();
+        while offset < p.log.log_end() {
+            let Some(next) = replay_chunk(shard, &p, offset).await else { break };
+            if next == offset {
+                break; // nothing readable: leave the rest alone
+            }
+            done += next - offset;
+            offset = next;
+            if Instant::now() >= next_report {
+                log::info!("shard {}: loading groups: {done} of {total} offsets replayed", shard.id);
+                next_report = Instant::now() + REPLAY_REPORT_EVERY;
+            }
+        }
+    }
+    shard.groups.arm_restored_sessions();
+    let (groups, keys) = shard.groups.cache_size();
+    if total > 0 {
+        log::info!(
+            "shard {}: loaded {keys} committed offsets of {groups} groups from {} records in {} ms",
+            shard.id,
+            shard.groups.replayed.get(),
+            started.elapsed().as_millis()
+        );
+    }
+}
+
+/// Replays the batches of one read from `offset` into the coordinator;
+/// the offset after the last whole batch, or `None` if the read failed.
+async fn replay_chunk(shard: &Shard, p: &Partition, offset: i64) -> Option<i64> {
+    let slice = match p.log.read(offset, REPLAY_READ_BYTES).await {
+        Ok(s) => s,
+        Err(e) => {
+            log::error!("shard {}: cannot replay {}: {e}", shard.id, p.log.name());
+            return None;
+        }
+    };
+    let mut bytes = Vec::with_capacity(slice.len());
+    for chunk in &slice.chunks {
+        match chunk.load().await {
+            Ok(b) => bytes.extend_from_slice(&b),
+            Err(e) => log::error!("shard {}: cannot replay {}: {e}", shard.id, p.log.name()),
+        }
+    }
+    let mut next = offset;
+    let mut at = 0;
+    while at < bytes.len() {
+        let Ok(header) = BatchHeader::parse(&bytes[at..], usize::MAX) else { break };
+        let end = (at + header.total_bytes()).min(bytes.len());
+        match record_batch::read_records(&bytes[at..end]) {
+            Ok(records) => {
+                for r in records {
+                    let Some(key) = r.key else { continue };
+                    if let Err(e) = shard.groups.replay(key, r.value) {
+                        log::warn!("{}: skipping record at offset {}: {e}", p.log.name(), r.offset);
+                    }
+                }
+            }
+            Err(e) => log::warn!("{}: skipping batch at offset {}: {e}", p.log.name(), header.base_offset),
+        }
+        next = header.last_offset() + 1;
+        at = end;
+    }
+    Some(next)
+}
+
+/// Every `offsets_retention_check_ms`, expires committed offsets, in the
+/// shard's background queue (it yields to request handling).
+pub fn spawn_offset_expiry(shard: &Rc<Shard>) {
+    let every = Duration::from_millis(shard.settings.groups.offsets_retention_check_ms);
+    let shard = shard.clone();
+    crate::storage::background::spawn(async move {
+        loop {
+            glommio::timer::sleep(every).await;
+            let n = shard.groups.expire_offsets().await;
+            if n > 0 {
+                log::info!("shard {}: expired {n} committed offsets", shard.id);
+            }
+        }
+    });
+}
