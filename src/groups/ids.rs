@@ -1,12 +1,14 @@
 //! Member ids: `<prefix>-<32 hex digits>`, as Kafka hands them out
 //! (`<client id>-<uuid>`, or `<group instance id>-<uuid>` for static
-//! members). The digits come from a per-shard generator seeded once at
-//! start, not from the OS per JoinGroup.
+//! members). The digits come from a per-shard keyed generator seeded once
+//! at start, not from the OS per JoinGroup.
 
-use std::cell::Cell;
+use std::{cell::Cell, hash::Hasher};
 
-/// Distinct ids for the life of one coordinator; unguessable across
-/// restarts as long as the seed is (the shard draws it from the OS).
+/// Distinct, unguessable ids for the life of one coordinator: each is a
+/// keyed pseudo-random function (SipHash-2-4, keyed by the seed the shard
+/// draws from the OS) of a counter, so an id seen tells nothing about the
+/// next one without the key.
 pub struct MemberIds {
     keys: (u64, u64),
     counter: Cell<u64>,
@@ -17,24 +19,25 @@ impl MemberIds {
         Self { keys: ((seed >> 64) as u64, seed as u64), counter: Cell::new(0) }
     }
 
-    /// The next id with `prefix`. Each half is a bijection of the counter
-    /// (SplitMix64's finaliser over a keyed counter), so ids never repeat
-    /// within 2^64 calls.
+    /// The next id with `prefix`: 128 bits, two SipHash outputs of the
+    /// counter (distinct with overwhelming probability: a repeat needs a
+    /// 128-bit collision).
     pub fn next(&self, prefix: &str) -> String {
         let n = self.counter.get().wrapping_add(1);
         self.counter.set(n);
-        let high = mix(self.keys.0.wrapping_add(n));
-        let low = mix(self.keys.1 ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let (high, low) = (self.prf(n, 0), self.prf(n, 1));
         format!("{prefix}-{high:016x}{low:016x}")
     }
-}
 
-/// SplitMix64's output function: a bijection on u64 that spreads every
-/// input bit over the output.
-fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+    fn prf(&self, n: u64, half: u8) -> u64 {
+        // std's SipHasher is SipHash-2-4 with explicit keys; it is deprecated
+        // only as a HashMap hasher, which is not this use.
+        #[allow(deprecated)]
+        let mut h = std::hash::SipHasher::new_with_keys(self.keys.0, self.keys.1);
+        h.write_u64(n);
+        h.write_u8(half);
+        h.finish()
+    }
 }
 
 #[cfg(test)]
