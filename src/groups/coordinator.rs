@@ -173,13 +173,16 @@ impl Group {
     }
 }
 
+/// A group's committed offsets by (topic, partition).
+pub(super) type GroupOffsets = BTreeMap<(String, i32), OffsetValue>;
+
 /// The groups and committed offsets this shard coordinates.
 pub struct Coordinator {
     pub(super) host: Box<dyn GroupHost>,
     pub(super) ids: MemberIds,
     pub(super) groups: RefCell<HashMap<String, Group>>,
     /// The offset cache: group → (topic, partition) → committed offset.
-    pub(super) offsets: RefCell<HashMap<String, BTreeMap<(String, i32), OffsetValue>>>,
+    pub(super) offsets: RefCell<HashMap<String, GroupOffsets>>,
     pub(super) next_seq: Cell<u64>,
     /// Records replayed at start, for the start-up log line.
     pub replayed: Cell<u64>,

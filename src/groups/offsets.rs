@@ -314,7 +314,9 @@ pub(super) fn subscribed_topics(g: &Group) -> Vec<String> {
 pub async fn expire_offsets(c: &Rc<Coordinator>) -> usize {
     let now = c.now_ms();
     let retention = c.settings().offsets_retention_ms;
-    let mut expired: Vec<(String, Vec<(String, i32)>, bool)> = Vec::new();
+    // (group, its expired partitions, whether the whole group goes)
+    type Expired = (String, Vec<(String, i32)>, bool);
+    let mut expired: Vec<Expired> = Vec::new();
     {
         let groups = c.groups.borrow();
         let offsets = c.offsets.borrow();

@@ -120,7 +120,7 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
         let handle = LocalExecutorBuilder::new(Placement::Fixed(cpu))
             .name(&format!("shard-{index}"))
             .spawn(move || async move {
-                run_shard(mesh, table, settings, listen, stop, ready, maintenance_every, metrics).await
+                run_shard(ShardStart { mesh, table, settings, listen, stop, ready, maintenance_every, metrics }).await
             })
             .map_err(|e| format!("cannot start shard on core {cpu}: {e}"))?;
         handles.push(handle);
@@ -233,7 +233,8 @@ fn lock_data_dir(dir: &std::path::Path) -> Result<std::fs::File, String> {
     Ok(file)
 }
 
-async fn run_shard(
+/// What one shard's executor starts from.
+struct ShardStart {
     mesh: MeshBuilder<Envelope, glommio::channels::channel_mesh::Full>,
     table: Arc<TopicTable>,
     settings: Arc<BrokerSettings>,
@@ -242,7 +243,10 @@ async fn run_shard(
     ready: Arc<std::sync::atomic::AtomicUsize>,
     maintenance_every: Duration,
     metrics: Option<std::net::TcpListener>,
-) -> Result<(), String> {
+}
+
+async fn run_shard(start: ShardStart) -> Result<(), String> {
+    let ShardStart { mesh, table, settings, listen, stop, ready, maintenance_every, metrics } = start;
     let (senders, receivers) = mesh.join().await.map_err(|e| format!("cannot join the shard mesh: {e}"))?;
     let shard = Shard::new(settings, senders, table.clone());
     crate::shard::maintenance::use_background_queue();

@@ -12,18 +12,8 @@ use std::{
 
 use bytes::Bytes;
 
-/// Kafka error codes the null broker answers with.
-pub mod codes {
-    pub const OFFSET_OUT_OF_RANGE: i16 = 1;
-    pub const CORRUPT_MESSAGE: i16 = 2;
-    pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-    pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
-    pub const INVALID_REQUIRED_ACKS: i16 = 21;
-    pub const UNSUPPORTED_VERSION: i16 = 35;
-    pub const TOPIC_ALREADY_EXISTS: i16 = 36;
-    pub const INVALID_PARTITIONS: i16 = 37;
-    pub const INVALID_REQUEST: i16 = 42;
-}
+/// Kafka error codes the null broker answers with: the broker's one table.
+pub use crate::protocol::errors as codes;
 
 /// One stored batch: its first and last offsets and its bytes.
 struct Stored {

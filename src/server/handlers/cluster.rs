@@ -22,8 +22,6 @@ use crate::{
 
 /// The only leader epoch this broker's partitions have.
 const LEADER_EPOCH: i32 = 0;
-const FENCED_LEADER_EPOCH: i16 = 74;
-const UNKNOWN_LEADER_EPOCH: i16 = 75;
 /// Kafka's "authorized operations not requested" sentinel.
 const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
 
@@ -57,10 +55,8 @@ pub async fn offset_for_leader_epoch(
             (e.error_code, e.leader_epoch, e.end_offset) = match router::owner(&table, &name, p.partition, shard.count)
             {
                 None => (errors::UNKNOWN_TOPIC_OR_PARTITION, -1, -1),
-                Some(_) if p.current_leader_epoch > LEADER_EPOCH => (UNKNOWN_LEADER_EPOCH, -1, -1),
-                Some(_) if p.current_leader_epoch >= 0 && p.current_leader_epoch < LEADER_EPOCH => {
-                    (FENCED_LEADER_EPOCH, -1, -1)
-                }
+                Some(_) if p.current_leader_epoch > LEADER_EPOCH => (errors::UNKNOWN_LEADER_EPOCH, -1, -1),
+                Some(_) if (0..LEADER_EPOCH).contains(&p.current_leader_epoch) => (errors::FENCED_LEADER_EPOCH, -1, -1),
                 // No epoch at or below the one asked for: Kafka's UNDEFINED answer.
                 Some(_) if p.leader_epoch < LEADER_EPOCH => (errors::NONE, -1, -1),
                 Some(owner) => {
@@ -144,6 +140,8 @@ fn disk_space(path: &std::path::Path) -> std::io::Result<(u64, u64)> {
     }
     // SAFETY: statvfs returned 0, so it filled the struct.
     let st = unsafe { st.assume_init() };
-    let block = st.f_frsize as u64;
-    Ok((st.f_blocks as u64 * block, st.f_bavail as u64 * block))
+    // The statvfs fields are u64 here but narrower on other targets.
+    #[allow(clippy::unnecessary_cast)]
+    let (block, blocks, available) = (st.f_frsize as u64, st.f_blocks as u64, st.f_bavail as u64);
+    Ok((blocks * block, available * block))
 }

@@ -21,7 +21,7 @@ pub async fn handle(shard: &Rc<Shard>, req: InitProducerIdRequest) -> InitProduc
         return resp;
     }
     let (given_id, given_epoch) = (req.producer_id.0, req.producer_epoch);
-    if given_id >= 0 && given_epoch >= 0 && given_epoch < i16::MAX - 1 {
+    if given_id >= 0 && (0..i16::MAX - 1).contains(&given_epoch) {
         resp.producer_id = given_id.into();
         resp.producer_epoch = given_epoch + 1;
         return resp;

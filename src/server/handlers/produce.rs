@@ -61,7 +61,7 @@ async fn respond(shard: &Rc<Shard>, request: ProduceRequest, critical: &mut Crit
     if request.transactional_id.is_some() {
         return Some(reject_all(&request, errors::INVALID_REQUEST, "transactions are not supported yet"));
     }
-    if !matches!(acks, 0 | 1 | -1) {
+    if !matches!(acks, -1..=1) {
         return Some(reject_all(&request, errors::INVALID_REQUIRED_ACKS, "acks must be 0, 1 or -1"));
     }
     auto_create(shard, &request).await;
@@ -99,7 +99,8 @@ async fn respond(shard: &Rc<Shard>, request: ProduceRequest, critical: &mut Crit
                     (None, _) => failed(errors::UNKNOWN_TOPIC_OR_PARTITION, None),
                     (Some(_), None) => failed(errors::INVALID_RECORD, Some("no records".into())),
                     (Some(owner), Some(records)) => {
-                        append_all(&shard, owner, &name, index, records, acks == -1, compacted, &mut stages).await
+                        let mode = (acks == -1, compacted);
+                        append_all(&shard, owner, (&name, index), records, mode, &mut stages).await
                     }
                 };
                 (name, index, result, Instant::now(), stages)
@@ -196,11 +197,9 @@ async fn auto_create(shard: &Rc<Shard>, request: &ProduceRequest) {
 async fn append_all(
     shard: &Rc<Shard>,
     owner: usize,
-    topic: &str,
-    partition: i32,
+    (topic, partition): (&str, i32),
     records: Bytes,
-    durable: bool,
-    compacted: bool,
+    (durable, compacted): (bool, bool),
     stages: &mut AppendStages,
 ) -> PartitionResult {
     let batches = match split_batches(records) {
