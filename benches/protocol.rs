@@ -100,7 +100,7 @@ fn main() {
         produce1.0,
         produce1.1,
     ));
-    rows.push((format!("produce acks=all, same"), produce_all.0, produce_all.1));
+    rows.push(("produce acks=all, same".to_string(), produce_all.0, produce_all.1));
     rows.push((
         "fetch from offset 0 to the end, active segment (direct-I/O reads), 1 MiB per request".to_string(),
         fetch.0,
@@ -117,7 +117,7 @@ fn main() {
     rows.push((
         format!(
             "fetch the tail ({} MiB, from the batch cache) {TAIL_ROUNDS} times, 1 MiB per request",
-            TAIL_RECORDS * RECORD_BYTES >> 20
+            (TAIL_RECORDS * RECORD_BYTES) >> 20
         ),
         tail.0,
         tail.1,

@@ -336,11 +336,13 @@ async fn latency_at_fixed_rate(p: &Params) -> String {
         for t in tasks {
             t.await;
         }
-        let h = hist.borrow();
-        p50s.push(h.value_at_quantile(0.5) as f64);
-        p99s.push(h.value_at_quantile(0.99) as f64);
-        p999s.push(h.value_at_quantile(0.999) as f64);
-        maxes.push(h.max() as f64);
+        {
+            let h = hist.borrow();
+            p50s.push(h.value_at_quantile(0.5) as f64);
+            p99s.push(h.value_at_quantile(0.99) as f64);
+            p999s.push(h.value_at_quantile(0.999) as f64);
+            maxes.push(h.max() as f64);
+        }
         syncs.push((log.stats().syncs.get() - syncs_before) as f64);
         log.close().await.unwrap();
     }

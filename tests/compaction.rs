@@ -46,6 +46,9 @@ async fn contents(log: &PartitionLog) -> BTreeMap<i64, (Vec<u8>, Option<Vec<u8>>
     out
 }
 
+/// A key's newest record: (offset, value, timestamp).
+type Newest = (i64, Option<Vec<u8>>, i64);
+
 #[test]
 fn compaction_keeps_the_newest_record_of_every_key() {
     run(|| async {
@@ -53,7 +56,7 @@ fn compaction_keeps_the_newest_record_of_every_key() {
         let (mut log, _) = open(dir.path(), config()).await;
         let mut rng = Rng::new(99);
         // key → (offset, value, timestamp) of its newest record
-        let mut newest: BTreeMap<Vec<u8>, (i64, Option<Vec<u8>>, i64)> = BTreeMap::new();
+        let mut newest: BTreeMap<Vec<u8>, Newest> = BTreeMap::new();
         let mut appended = 0u64;
         for round in 0..4 {
             for _ in 0..300 {
@@ -116,7 +119,7 @@ fn compaction_keeps_the_newest_record_of_every_key() {
 /// The log holds each key's newest record at its offset, nothing older, and
 /// only tombstones that are still young (sealed segments are cleaned; the
 /// active one may still hold superseded records).
-async fn check(log: &PartitionLog, newest: &BTreeMap<Vec<u8>, (i64, Option<Vec<u8>>, i64)>, round: usize) {
+async fn check(log: &PartitionLog, newest: &BTreeMap<Vec<u8>, Newest>, round: usize) {
     let stored = contents(log).await;
     let active_base = log.segments().last().unwrap().0;
     for (key, (offset, value, ts)) in newest {

@@ -39,12 +39,12 @@ fn group_tools_report_commits_lag_and_records() {
     assert_eq!(create_topic(&mut w, TOPIC, 3), 0);
     let mut rng = Rng::new(3);
     let mut ends = [0i64; 3];
-    for p in 0..3 {
+    for (p, end) in ends.iter_mut().enumerate() {
         for _ in 0..(4 + p) {
             let records = 1 + rng.below(5) as usize;
             let (error, base) = produce(&mut w, TOPIC, p as i32, free_batch_bytes(&mut rng, records).into(), 1);
             assert_eq!(error, 0);
-            ends[p] = base + records as i64;
+            *end = base + records as i64;
         }
     }
     let committed = [2i64, 4, 6];

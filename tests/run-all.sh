@@ -72,6 +72,16 @@ fi
 
 # rdkafka-client: `shardlog bench --client rdkafka` (librdkafka is built for
 # the tests anyway, as a dev-dependency).
+echo "== lints"
+if ! cargo clippy --version >/dev/null 2>&1 && command -v rustup >/dev/null 2>&1; then
+    rustup component add clippy >/dev/null 2>&1 || true
+fi
+if cargo clippy --version >/dev/null 2>&1; then
+    cargo clippy --all-targets --features rdkafka-client -- -D warnings
+else
+    echo "clippy not installed and rustup cannot add it; skipping the lint check"
+fi
+
 echo "== benches compile (they run with: cargo bench --bench storage)"
 cargo build --release --benches --features rdkafka-client
 

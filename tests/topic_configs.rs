@@ -193,7 +193,7 @@ fn topic_configs_are_accepted_described_altered_and_kept() {
     broker.stop();
     broker.restart();
     let admin: AdminClient<DefaultClientContext> =
-        ClientConfig::new().set("bootstrap.servers", &broker.bootstrap()).create().expect("admin client");
+        ClientConfig::new().set("bootstrap.servers", broker.bootstrap()).create().expect("admin client");
     let r = describe(&admin, ResourceSpecifier::Topic(TOPIC));
     assert_eq!(value(&r, "max.message.bytes").as_deref(), Some("2000"), "after a restart");
     assert_eq!(value(&r, "cleanup.policy").as_deref(), Some("delete,compact"), "after a restart");

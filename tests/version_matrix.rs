@@ -685,13 +685,13 @@ fn fetch(fx: &Fixture, w: &mut Wire, v: i16) {
     let parts = &resp.responses[0].partitions;
     let codes: Vec<(i32, i16)> = parts.iter().map(|p| (p.partition_index, p.error_code)).collect();
     assert_eq!(codes, vec![(0, NONE), (1, NONE), (0, OFFSET_OUT_OF_RANGE), (9, UNKNOWN_TOPIC_OR_PARTITION)]);
-    for p in 0..2usize {
-        assert_eq!(parts[p].high_watermark, fx.end(p));
+    for (p, part) in parts.iter().enumerate().take(2) {
+        assert_eq!(part.high_watermark, fx.end(p));
         if v >= 4 {
-            assert_eq!(parts[p].last_stable_offset, fx.end(p));
+            assert_eq!(part.last_stable_offset, fx.end(p));
         }
         if v >= 5 {
-            assert_eq!(parts[p].log_start_offset, 0);
+            assert_eq!(part.log_start_offset, 0);
         }
     }
     let values = |p: usize, skip: usize| -> Vec<(i64, String)> {
