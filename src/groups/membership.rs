@@ -132,30 +132,39 @@ pub(super) async fn join(
         if g.protocol_type.is_none() || g.members.len() == 1 {
             g.protocol_type = Some(req.protocol_type.to_string());
         }
-        match g.state {
-            State::Empty => {
-                let delay = Duration::from_millis(settings.initial_rebalance_delay_ms);
-                g.initial_delay_until = Some(c.now() + delay);
-                start_rebalance(c, &group_id, g);
-                arm_timer(c, &group_id, g.rebalance_seq, delay);
-            }
-            State::PreparingRebalance => {
-                if let Some(until) = g.initial_delay_until {
-                    // Kafka's delayed initial join: each new member extends
-                    // the wait, up to the rebalance timeout.
-                    let delay = Duration::from_millis(settings.initial_rebalance_delay_ms);
-                    let extended = (c.now() + delay).min(g.rebalance_deadline.unwrap_or(until));
-                    if extended > until {
-                        g.initial_delay_until = Some(extended);
-                        arm_timer(c, &group_id, g.rebalance_seq, extended - c.now());
-                    }
-                }
-            }
-            State::CompletingRebalance | State::Stable => start_rebalance(c, &group_id, g),
-        }
+        rebalance_for_join(c, &group_id, g);
     }
     try_complete_join(c, &group_id);
     rx.await.unwrap_or_else(|_| join_error(UNKNOWN_MEMBER_ID, &member_id))
+}
+
+/// What a join does to its group's state: the first member starts a
+/// rebalance after the initial delay, a member joining during that delay
+/// extends it (Kafka's delayed initial join, up to the rebalance timeout),
+/// and a join to a settled group rebalances it.
+fn rebalance_for_join(c: &Rc<Coordinator>, group_id: &str, g: &mut Group) {
+    let settings = c.settings();
+    match g.state {
+        State::Empty => {
+            let delay = Duration::from_millis(settings.initial_rebalance_delay_ms);
+            g.initial_delay_until = Some(c.now() + delay);
+            start_rebalance(c, group_id, g);
+            arm_timer(c, group_id, g.rebalance_seq, delay);
+        }
+        State::PreparingRebalance => {
+            if let Some(until) = g.initial_delay_until {
+                // Kafka's delayed initial join: each new member extends
+                // the wait, up to the rebalance timeout.
+                let delay = Duration::from_millis(settings.initial_rebalance_delay_ms);
+                let extended = (c.now() + delay).min(g.rebalance_deadline.unwrap_or(until));
+                if extended > until {
+                    g.initial_delay_until = Some(extended);
+                    arm_timer(c, group_id, g.rebalance_seq, extended - c.now());
+                }
+            }
+        }
+        State::CompletingRebalance | State::Stable => start_rebalance(c, group_id, g),
+    }
 }
 
 /// KIP-345: a static member that comes back under its instance id (a new

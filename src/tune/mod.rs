@@ -10,6 +10,7 @@
 
 pub mod checks;
 pub mod profile;
+mod threads;
 
 use std::path::PathBuf;
 
