@@ -62,13 +62,61 @@ pub struct BrokerSettings {
     pub zero_ahead_bytes: u64,
 }
 
+/// A shard's partitions by topic name, then index. Looked up by `&str`, so
+/// finding a partition on the request path allocates nothing (a
+/// `(String, i32)` key built a `String` per lookup).
+#[derive(Default)]
+pub(crate) struct PartitionMap(HashMap<String, HashMap<i32, Rc<Partition>>>);
+
+impl PartitionMap {
+    pub(crate) fn get(&self, topic: &str, partition: i32) -> Option<&Rc<Partition>> {
+        self.0.get(topic)?.get(&partition)
+    }
+
+    pub(crate) fn insert(&mut self, topic: &str, partition: i32, p: Rc<Partition>) {
+        self.0.entry(topic.to_string()).or_default().insert(partition, p);
+    }
+
+    pub(crate) fn remove(&mut self, topic: &str, partition: i32) -> Option<Rc<Partition>> {
+        let of_topic = self.0.get_mut(topic)?;
+        let removed = of_topic.remove(&partition);
+        if of_topic.is_empty() {
+            self.0.remove(topic);
+        }
+        removed
+    }
+
+    /// Every (topic, partition) held.
+    pub(crate) fn keys(&self) -> Vec<(String, i32)> {
+        self.0.iter().flat_map(|(t, ps)| ps.keys().map(move |p| (t.clone(), *p))).collect()
+    }
+
+    /// Every (topic, partition, log) held, in no particular order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, i32, &Rc<Partition>)> {
+        self.0.iter().flat_map(|(t, ps)| ps.iter().map(move |(p, part)| (t.as_str(), *p, part)))
+    }
+
+    pub(crate) fn values(&self) -> impl Iterator<Item = &Rc<Partition>> {
+        self.0.values().flat_map(HashMap::values)
+    }
+
+    /// The partitions of one topic, in no particular order.
+    pub(crate) fn of_topic<'a>(&'a self, topic: &str) -> impl Iterator<Item = (i32, &'a Rc<Partition>)> + 'a {
+        self.0.get(topic).into_iter().flat_map(|ps| ps.iter().map(|(p, part)| (*p, part)))
+    }
+
+    pub(crate) fn drain(&mut self) -> Vec<Rc<Partition>> {
+        std::mem::take(&mut self.0).into_values().flat_map(HashMap::into_values).collect()
+    }
+}
+
 pub struct Shard {
     pub id: ShardId,
     pub count: usize,
     pub settings: Arc<BrokerSettings>,
     senders: Senders<Envelope>,
     topics: RefCell<Arc<TopicTable>>,
-    partitions: RefCell<HashMap<(String, i32), Rc<Partition>>>,
+    partitions: RefCell<PartitionMap>,
     /// Requests being handled, so shutdown can let them finish.
     pub inflight: Cell<usize>,
     /// Open client connections on this shard.
@@ -99,7 +147,7 @@ impl Shard {
             settings,
             senders,
             topics: RefCell::new(table),
-            partitions: RefCell::new(HashMap::new()),
+            partitions: RefCell::new(PartitionMap::default()),
             inflight: Cell::new(0),
             connections: Cell::new(0),
             inflight_bytes: Rc::new(glommio::sync::Semaphore::new(shard_budget)),
@@ -120,7 +168,7 @@ impl Shard {
     }
 
     pub(crate) fn partition(&self, topic: &str, partition: i32) -> Option<Rc<Partition>> {
-        self.partitions.borrow().get(&(topic.to_string(), partition)).cloned()
+        self.partitions.borrow().get(topic, partition).cloned()
     }
 
     /// Every partition this shard owns.
@@ -131,11 +179,8 @@ impl Shard {
     /// The `__consumer_offsets` partitions this shard owns.
     pub fn groups_partitions(&self) -> Vec<Rc<Partition>> {
         let partitions = self.partitions.borrow();
-        let mut out: Vec<(i32, Rc<Partition>)> = partitions
-            .iter()
-            .filter(|((t, _), _)| t == crate::groups::OFFSETS_TOPIC)
-            .map(|((_, p), part)| (*p, part.clone()))
-            .collect();
+        let mut out: Vec<(i32, Rc<Partition>)> =
+            partitions.of_topic(crate::groups::OFFSETS_TOPIC).map(|(p, part)| (p, part.clone())).collect();
         out.sort_by_key(|(p, _)| *p);
         out.into_iter().map(|(_, p)| p).collect()
     }
@@ -191,7 +236,7 @@ impl Shard {
     /// Closes every partition cleanly (seal, checkpoint). Logs failures and
     /// carries on with the rest.
     pub async fn close_all(&self) {
-        let partitions: Vec<Rc<Partition>> = self.partitions.borrow_mut().drain().map(|(_, p)| p).collect();
+        let partitions: Vec<Rc<Partition>> = self.partitions.borrow_mut().drain();
         for p in partitions {
             if let Err(e) = p.log.close().await {
                 log::error!("shard {}: closing partition {}: {e}", self.id, p.log.name());

@@ -173,11 +173,11 @@ impl Shard {
             .partitions
             .borrow()
             .iter()
-            .map(|((topic, partition), p)| {
+            .map(|(topic, partition, p)| {
                 let st = p.log.stats();
                 PartitionSnapshot {
-                    topic: topic.clone(),
-                    partition: *partition,
+                    topic: topic.to_string(),
+                    partition,
                     records_in: st.records_appended.get(),
                     bytes_in: st.bytes_appended.get(),
                     records_out: st.records_read.get(),
@@ -527,14 +527,14 @@ impl Shard {
     /// (and for deleted topics removes) the ones no longer here.
     pub async fn apply_topics(&self, table: Arc<TopicTable>) {
         let before = std::mem::replace(&mut *self.topics.borrow_mut(), table.clone());
-        let open: Vec<(String, i32)> = self.partitions.borrow().keys().cloned().collect();
+        let open: Vec<(String, i32)> = self.partitions.borrow().keys();
         for (topic, partition) in open {
             let reconfigured = matches!(
                 (before.topics.get(&topic), table.topics.get(&topic)),
                 (Some(old), Some(new)) if old.configs != new.configs
             );
             if reconfigured || router::owner(&table, &topic, partition, self.count) != Some(self.id) {
-                let removed = self.partitions.borrow_mut().remove(&(topic.clone(), partition));
+                let removed = self.partitions.borrow_mut().remove(&topic, partition);
                 if let Some(p) = removed {
                     self.retire_partition(p, table.topics.contains_key(&topic)).await;
                 }
@@ -567,7 +567,7 @@ impl Shard {
                     log::warn!("shard {}: partition {name}: recovery cut {} piece(s)", self.id, report.cuts.len());
                 }
                 let p = Rc::new(Partition { log, appended: Default::default() });
-                self.partitions.borrow_mut().insert((topic.to_string(), partition), p);
+                self.partitions.borrow_mut().insert(topic, partition, p);
             }
             Err(e) => log::error!("shard {}: cannot open partition {name}: {e}", self.id),
         }
