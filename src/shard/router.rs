@@ -34,7 +34,12 @@ mod tests {
         let mut table = TopicTable::default();
         table.topics.insert(
             "orders".into(),
-            TopicMeta { id: "00".into(), shards: a.clone(), configs: Default::default(), internal: false },
+            TopicMeta {
+                id: crate::shard::topics::TopicId([0; 16]),
+                shards: a.clone(),
+                configs: Default::default(),
+                internal: false,
+            },
         );
         for p in 0..6 {
             assert_eq!(owner(&table, "orders", p, 2), Some(a[p as usize]));

@@ -20,8 +20,8 @@ pub struct TopicTable {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct TopicMeta {
-    /// 16 random bytes, hex; Kafka's topic id.
-    pub id: String,
+    /// Kafka's topic id: 16 random bytes (hex in `topics.toml`).
+    pub id: TopicId,
     /// Owner shard index of each partition, by partition number.
     pub shards: Vec<usize>,
     #[serde(default)]
@@ -36,11 +36,43 @@ impl TopicMeta {
     }
 
     pub fn id_bytes(&self) -> [u8; 16] {
+        self.id.0
+    }
+}
+
+/// A topic id. Written to `topics.toml` as 32 hex digits; anything else
+/// there is an error when the table loads, never a silent zero id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TopicId(pub [u8; 16]);
+
+impl TopicId {
+    fn hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    fn parse(s: &str) -> Result<Self, String> {
+        let bad = || format!("topic id {s:?} is not 32 hex digits");
+        if s.len() != 32 || !s.is_ascii() {
+            return Err(bad());
+        }
         let mut out = [0u8; 16];
         for (i, b) in out.iter_mut().enumerate() {
-            *b = self.id.get(i * 2..i * 2 + 2).and_then(|h| u8::from_str_radix(h, 16).ok()).unwrap_or(0);
+            *b = u8::from_str_radix(&s[i * 2..i * 2 + 2], 16).map_err(|_| bad())?;
         }
-        out
+        Ok(Self(out))
+    }
+}
+
+impl Serialize for TopicId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.hex())
+    }
+}
+
+impl<'de> Deserialize<'de> for TopicId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Self::parse(&s).map_err(serde::de::Error::custom)
     }
 }
 
@@ -160,14 +192,14 @@ fn positive(key: &str, v: i64) -> Result<i64, String> {
     }
 }
 
-/// A fresh random topic id, hex.
-pub fn new_topic_id() -> String {
+/// A fresh random topic id.
+pub fn new_topic_id() -> TopicId {
     let mut bytes = [0u8; 16];
     if std::fs::File::open("/dev/urandom").and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes)).is_err() {
         let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
         bytes = nanos.to_le_bytes();
     }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    TopicId(bytes)
 }
 
 #[cfg(test)]
@@ -220,6 +252,23 @@ mod tests {
         let text = toml::to_string(&t).unwrap();
         let back: TopicTable = toml::from_str(&text).unwrap();
         assert_eq!(back, t);
-        assert_eq!(back.topics["a"].id_bytes().len(), 16);
+        let hex: String = t.topics["a"].id_bytes().iter().map(|b| format!("{b:02x}")).collect();
+        assert!(text.contains(&format!("id = \"{hex}\"")), "the id is stored as hex: {text}");
+    }
+
+    #[test]
+    fn a_damaged_topic_id_fails_the_load_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        for bad in ["00112233", "zz112233445566778899aabbccddeeff", ""] {
+            let text = format!("version = 1\n[topics.a]\nid = \"{bad}\"\nshards = [0]\n");
+            std::fs::write(dir.path().join(TOPICS_FILE), text).unwrap();
+            let e = TopicTable::load(dir.path()).expect_err(bad);
+            assert!(e.contains(TOPICS_FILE) && e.contains("32 hex digits"), "{e}");
+        }
+        let good = "version = 1\n[topics.a]\nid = \"00112233445566778899aabbccddeeff\"\nshards = [0]\n";
+        std::fs::write(dir.path().join(TOPICS_FILE), good).unwrap();
+        let t = TopicTable::load(dir.path()).unwrap();
+        assert_eq!(t.topics["a"].id_bytes()[..3], [0x00, 0x11, 0x22]);
+        assert_eq!(t.topics["a"].id_bytes()[15], 0xff);
     }
 }
