@@ -31,6 +31,7 @@ pub const INVALID_CONFIG: ErrorCode = 40;
 pub const INVALID_REQUEST: ErrorCode = 42;
 pub const OUT_OF_ORDER_SEQUENCE_NUMBER: ErrorCode = 45;
 pub const INVALID_PRODUCER_EPOCH: ErrorCode = 47;
+pub const POLICY_VIOLATION: ErrorCode = 44;
 pub const KAFKA_STORAGE_ERROR: ErrorCode = 56;
 pub const UNKNOWN_PRODUCER_ID: ErrorCode = 59;
 pub const NON_EMPTY_GROUP: ErrorCode = 68;
@@ -79,6 +80,7 @@ mod tests {
             (INVALID_REQUEST, E::InvalidRequest),
             (OUT_OF_ORDER_SEQUENCE_NUMBER, E::OutOfOrderSequenceNumber),
             (INVALID_PRODUCER_EPOCH, E::InvalidProducerEpoch),
+            (POLICY_VIOLATION, E::PolicyViolation),
             (KAFKA_STORAGE_ERROR, E::KafkaStorageError),
             (UNKNOWN_PRODUCER_ID, E::UnknownProducerId),
             (NON_EMPTY_GROUP, E::NonEmptyGroup),

@@ -7,6 +7,7 @@
 pub mod alloc;
 pub mod config;
 pub mod connection;
+pub mod descriptors;
 pub mod fetch_encode;
 pub mod handlers;
 mod io_workers;
@@ -61,6 +62,16 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
         config.offsets_topic_segment_bytes,
         cpus.len(),
     )?;
+    let nofile =
+        descriptors::raise_soft_limit().map_err(|e| format!("cannot read or raise the open-files limit: {e}"))?;
+    descriptors::check_start(table.partition_count(), &nofile)?;
+    println!(
+        "shardlog: open-files limit {}{}: room for {} partitions ({} on disk)",
+        nofile.soft,
+        nofile.raised_from.map_or(String::new(), |b| format!(" (raised from {b})")),
+        nofile.max_partitions(),
+        table.partition_count()
+    );
     let maintenance_every = Duration::from_millis(config.log_maintenance_interval_ms.max(10));
     let disk_reads_per_shard = match &config.io_properties {
         Some(path) => {
@@ -104,6 +115,7 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
         max_inflight_bytes_per_shard: config.max_inflight_request_bytes_per_shard.max(1),
         disk_reads_per_shard,
         zero_ahead_bytes: config.zero_ahead_bytes,
+        max_partitions: nofile.max_partitions(),
     });
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -293,7 +305,13 @@ async fn run_shard(start: ShardStart) -> Result<(), String> {
 /// Accepts connections until a stop signal. The signal flag is checked when
 /// accept returns and on a coarse timer: an idle broker wakes ten times a
 /// second, which costs nothing measurable.
+///
+/// A failing accept (out of descriptors: EMFILE/ENFILE) backs off, from
+/// 1 ms doubling to 100 ms, instead of spinning, and is logged at most once
+/// a second with how many failed since the last line.
 async fn accept_until_stopped(shard: &Rc<Shard>, listener: &TcpListener, stop: &AtomicBool) {
+    let mut backoff = Duration::ZERO;
+    let (mut failed, mut last_log): (u64, Option<Instant>) = (0, None);
     while !stop.load(Ordering::Relaxed) {
         let accepted = futures_lite::future::or(async { Some(listener.accept().await) }, async {
             glommio::timer::sleep(Duration::from_millis(100)).await;
@@ -302,13 +320,22 @@ async fn accept_until_stopped(shard: &Rc<Shard>, listener: &TcpListener, stop: &
         .await;
         match accepted {
             Some(Ok(stream)) => {
+                backoff = Duration::ZERO;
                 if log::log_enabled!(log::Level::Debug) {
                     let peer = stream.peer_addr().map_or_else(|_| "?".to_string(), |a| a.to_string());
                     log::debug!("shard {}: accepted connection from {peer}", shard.id);
                 }
                 glommio::spawn_local(connection::serve(shard.clone(), stream)).detach();
             }
-            Some(Err(e)) => log::warn!("shard {}: accept failed: {e}", shard.id),
+            Some(Err(e)) => {
+                failed += 1;
+                if last_log.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+                    log::warn!("shard {}: accept failed ({failed} time(s) since the last report): {e}", shard.id);
+                    (failed, last_log) = (0, Some(Instant::now()));
+                }
+                backoff = (backoff * 2).clamp(Duration::from_millis(1), Duration::from_millis(100));
+                glommio::timer::sleep(backoff).await;
+            }
             None => {}
         }
     }

@@ -60,6 +60,9 @@ pub struct BrokerSettings {
     pub disk_reads_per_shard: usize,
     /// Zero-ahead window of every active segment (`storage::zero_ahead`).
     pub zero_ahead_bytes: u64,
+    /// Partitions the broker can hold open within its open-files limit
+    /// (`server::descriptors`); topic creation refuses more.
+    pub max_partitions: u64,
 }
 
 /// A shard's partitions by topic name, then index. Looked up by `&str`, so

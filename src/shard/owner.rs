@@ -331,6 +331,8 @@ impl Shard {
                     errors::INVALID_PARTITIONS,
                     format!("partitions must be 1..={PARTITIONS_PER_TOPIC_MAX}, got {partitions}"),
                 ))
+            } else if let Err(m) = self.room_for(&table, partitions) {
+                Err((errors::POLICY_VIOLATION, m))
             } else if !(t.replication_factor == -1 || t.replication_factor == 1) {
                 Err((
                     errors::INVALID_REPLICATION_FACTOR,
@@ -367,6 +369,20 @@ impl Shard {
         outcomes
     }
 
+    /// Whether `more` partitions fit beside those in `table` within the
+    /// broker's open-files limit.
+    fn room_for(&self, table: &TopicTable, more: i32) -> Result<(), String> {
+        let (have, max) = (table.partition_count(), self.settings.max_partitions);
+        if have + more.max(0) as u64 <= max {
+            return Ok(());
+        }
+        Err(format!(
+            "{more} more partitions would make {} on this broker, and its open-files limit leaves room for {max} \
+             (2 descriptors each); raise the limit (ulimit -n) and restart the broker",
+            have + more.max(0) as u64
+        ))
+    }
+
     /// Controller only: grows topics to more partitions. Existing partitions
     /// keep their shards; the new ones are placed as if the topic had been
     /// created with the new count.
@@ -388,7 +404,10 @@ impl Shard {
                 id: [0; 16],
                 partitions: t.count,
             };
-            match check_new_partitions(&table, &t) {
+            let grows_by = table.topics.get(&t.name).map_or(0, |m| t.count - m.partitions());
+            let check = check_new_partitions(&table, &t)
+                .and_then(|()| self.room_for(&table, grows_by).map_err(|m| (errors::POLICY_VIOLATION, m)));
+            match check {
                 Err((code, message)) => {
                     outcome.error = code;
                     outcome.message = Some(message);

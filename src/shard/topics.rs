@@ -77,6 +77,11 @@ impl<'de> Deserialize<'de> for TopicId {
 }
 
 impl TopicTable {
+    /// Partitions of every topic.
+    pub fn partition_count(&self) -> u64 {
+        self.topics.values().map(|m| m.shards.len() as u64).sum()
+    }
+
     pub fn load(data_dir: &Path) -> Result<Self, String> {
         let path = data_dir.join(TOPICS_FILE);
         let text = match std::fs::read_to_string(&path) {
