@@ -19,7 +19,9 @@ use std::{
     rc::Rc,
     sync::{
         atomic::{AtomicUsize, Ordering},
-        Arc, Mutex,
+        // Load-generator locks only (see `Lane`): the broker takes none.
+        Arc,
+        Mutex,
     },
     time::{Duration, Instant},
 };
@@ -58,6 +60,8 @@ const BACKLOG_LIMIT: usize = 20_000_000;
 /// broker's data path (src/server, src/shard, src/storage) takes none.
 pub struct Lane {
     pub addr: String,
+    /// Off any broker path: the generator's own tally, shared by one load
+    /// core and the once-a-second progress line.
     pub counts: Mutex<ProduceCounts>,
 }
 
@@ -137,6 +141,8 @@ pub fn plan(w: &Workload, layout: &Layout, clock: Clock) -> Result<(ProduceRun, 
                     continue;
                 }
                 let stream = client::connect(&addr)?;
+                // Built once per connection before the run; its lock is the
+                // generator's tally (see `Lane`), never the broker's.
                 let lane = Arc::new(Lane { addr: addr.clone(), counts: Mutex::new(ProduceCounts::default()) });
                 lanes.push(lane.clone());
                 mine.push((lane, parts, stream));

@@ -7,6 +7,8 @@
 //! "service time" is enqueue → delivery report.
 
 use std::{
+    // The generator's tally, shared with librdkafka's delivery-report thread
+    // (see `Context`); the broker under test takes no lock.
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
