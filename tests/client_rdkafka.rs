@@ -13,7 +13,7 @@ use std::{
 
 use common::{
     broker::Broker,
-    rdkafka_produce::{produce_all, Outgoing},
+    produce::{produce_all, Outgoing},
 };
 use rdkafka::{
     admin::{AdminClient, AdminOptions, NewTopic, TopicReplication},

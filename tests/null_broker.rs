@@ -15,7 +15,7 @@ use std::{
 
 use common::{
     null_broker::NullBroker,
-    rdkafka_produce::{produce_all, Outgoing},
+    produce::{produce_all, Outgoing},
 };
 use rdkafka::{
     admin::{AdminClient, AdminOptions, NewTopic, TopicReplication},

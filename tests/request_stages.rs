@@ -14,7 +14,7 @@ use std::{
 
 use common::{
     broker::Broker,
-    rdkafka_produce::{produce_all, Outgoing},
+    produce::{produce_all, Outgoing},
     scrape::{scrape, sum, Sample},
 };
 use rdkafka::{

@@ -10,7 +10,6 @@ pub mod null_broker;
 pub mod offsets_schema;
 pub mod produce;
 pub mod proxy;
-pub mod rdkafka_produce;
 pub mod scrape;
 pub mod wire;
 
