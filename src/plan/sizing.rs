@@ -333,16 +333,11 @@ fn cpu_line(
     let (peak, rf, keep, shard_cores) = (b.peak, b.rf, b.keep, b.shard_cores);
     if m.sweep.is_empty() {
         missing.push("no bench sweep result: run `shardlog bench sweep` against a one-shard broker".into());
-        return Line {
-            resource: Resource::Cpu,
-            need: None,
-            unit: "shards",
-            per_machine: Some(shard_cores),
-            machines: None,
-            formula: "peak × RF ÷ (shard MB/s at objective × (1 − headroom))".into(),
-            inputs: format!("peak {peak:.1} MB/s, RF {rf}"),
-            note: "missing: latency-vs-throughput sweep".into(),
-        };
+        return unsized_cpu(
+            shard_cores,
+            format!("peak {peak:.1} MB/s, RF {rf}"),
+            "missing: latency-vs-throughput sweep",
+        );
     }
     let Some(per_shard) = at_objective else {
         let lowest = m.sweep.iter().map(|s| s.1).fold(f64::MAX, f64::min);
@@ -350,16 +345,8 @@ fn cpu_line(
             "no measured load met p99 ≤ {} ms (lowest measured p99 {lowest:.3} ms): the objective is out of reach on this hardware",
             w.latency_objective_p99_ms
         ));
-        return Line {
-            resource: Resource::Cpu,
-            need: None,
-            unit: "shards",
-            per_machine: Some(shard_cores),
-            machines: None,
-            formula: "peak × RF ÷ (shard MB/s at objective × (1 − headroom))".into(),
-            inputs: format!("objective p99 ≤ {} ms; lowest measured p99 {lowest:.3} ms", w.latency_objective_p99_ms),
-            note: "latency objective not met at any measured load".into(),
-        };
+        let inputs = format!("objective p99 ≤ {} ms; lowest measured p99 {lowest:.3} ms", w.latency_objective_p99_ms);
+        return unsized_cpu(shard_cores, inputs, "latency objective not met at any measured load");
     };
     let shards = ceil_div(peak * rf, per_shard * keep);
     Line {
@@ -378,6 +365,20 @@ fn cpu_line(
         } else {
             "a shard is bounded by its throughput".into()
         },
+    }
+}
+
+/// The CPU line when no shard throughput can be read off the sweep.
+fn unsized_cpu(shard_cores: f64, inputs: String, note: &str) -> Line {
+    Line {
+        resource: Resource::Cpu,
+        need: None,
+        unit: "shards",
+        per_machine: Some(shard_cores),
+        machines: None,
+        formula: "peak × RF ÷ (shard MB/s at objective × (1 − headroom))".into(),
+        inputs,
+        note: note.into(),
     }
 }
 
