@@ -7,18 +7,9 @@
 #
 # Usage: perf/confined.sh   (about 2 minutes)
 set -euo pipefail
-cd "$(dirname "$0")/.."
-REPS="${REPS:-3}"
-BROKER_CORE="${BROKER_CORE:-0}"
-CLIENT_CORE="${CLIENT_CORE:-1}"
+source "$(dirname "$0")/lib.sh"
 PORT="${PORT:-19095}"
-DATA="${DATA:-target/perf-data}"
-cargo build --release --features rdkafka-client
-BIN=target/release/shardlog
-COMMIT="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src || echo -dirty)"
-OUT="${OUT:-perf/results/$(date -u +%Y%m%dT%H%M%SZ)-$COMMIT-confined}"
-mkdir -p "$OUT" "$DATA"
-echo "results in $OUT"
+perf_setup confined
 for rep in $(seq "$REPS"); do
     for mode in pinned confined; do
         rm -rf "$DATA/broker"

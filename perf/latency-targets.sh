@@ -16,25 +16,15 @@
 # Usage: perf/latency-targets.sh                    (about 15 minutes)
 #        DURATION=60s REPS=3 perf/latency-targets.sh (the issue's length)
 set -euo pipefail
-cd "$(dirname "$0")/.."
-
+source "$(dirname "$0")/lib.sh"
 DURATION="${DURATION:-15s}"
 WARMUP="${WARMUP:-3s}"
-REPS="${REPS:-3}"
-BROKER_CORE="${BROKER_CORE:-0}"
-CLIENT_CORE="${CLIENT_CORE:-1}"
 PORT="${PORT:-19092}"
 NULL_PORT="${NULL_PORT:-19192}"
 METRICS_PORT="${METRICS_PORT:-19644}"
-DATA="${DATA:-target/perf-data}"
-
-cargo build --release --features rdkafka-client
-BIN=target/release/shardlog
-COMMIT="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src || echo -dirty)"
-OUT="${OUT:-perf/results/$(date -u +%Y%m%dT%H%M%SZ)-$COMMIT-latency}"
-mkdir -p "$OUT/broker" "$OUT/floor" "$DATA"
+perf_setup latency
+mkdir -p "$OUT/broker" "$OUT/floor"
 [ "${ZERO_AHEAD_AB:-0}" = 1 ] && mkdir -p "$OUT/broker-zero-ahead-off"
-echo "results in $OUT"
 
 "$BIN" iotune --dir "$DATA/iotune" --core "$BROKER_CORE" --duration "${IOTUNE_DURATION:-10s}" \
     --output "$OUT/io-properties.toml"

@@ -7,19 +7,11 @@
 #
 # Usage: RATE=469277 DURATION=600s perf/long-run.sh   (about 11 minutes)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+source "$(dirname "$0")/lib.sh"
 RATE="${RATE:-469277}"
 DURATION="${DURATION:-600s}"
-BROKER_CORE="${BROKER_CORE:-0}"
-CLIENT_CORE="${CLIENT_CORE:-1}"
 PORT="${PORT:-19096}"
-DATA="${DATA:-target/perf-data}"
-cargo build --release --features rdkafka-client
-BIN=target/release/shardlog
-COMMIT="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src || echo -dirty)"
-OUT="${OUT:-perf/results/$(date -u +%Y%m%dT%H%M%SZ)-$COMMIT-long-run}"
-mkdir -p "$OUT" "$DATA"
-echo "results in $OUT"
+perf_setup long-run
 rm -rf "$DATA/broker"
 printf 'log_maintenance_interval_ms = 1000\n' >"$OUT/broker.toml"
 "$BIN" serve --config "$OUT/broker.toml" --data-dir "$DATA/broker" --cores 1 --cpuset "$BROKER_CORE" \

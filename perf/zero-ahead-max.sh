@@ -7,18 +7,9 @@
 #
 # Usage: perf/zero-ahead-max.sh   (about 5 minutes)
 set -euo pipefail
-cd "$(dirname "$0")/.."
-REPS="${REPS:-3}"
-BROKER_CORE="${BROKER_CORE:-0}"
-CLIENT_CORE="${CLIENT_CORE:-1}"
+source "$(dirname "$0")/lib.sh"
 PORT="${PORT:-19094}"
-DATA="${DATA:-target/perf-data}"
-cargo build --release --features rdkafka-client
-BIN=target/release/shardlog
-COMMIT="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src || echo -dirty)"
-OUT="${OUT:-perf/results/$(date -u +%Y%m%dT%H%M%SZ)-$COMMIT-zero-ahead-max}"
-mkdir -p "$OUT" "$DATA"
-echo "results in $OUT"
+perf_setup zero-ahead-max
 "$BIN" bench baseline --dir "$DATA/baseline" --server-core "$BROKER_CORE" --client-core "$CLIENT_CORE" \
     --output "$OUT/baseline" >"$OUT/baseline.txt" 2>&1
 rm -rf "$DATA/baseline"
