@@ -86,9 +86,9 @@ pub async fn handle(shard: &Rc<Shard>, request: FetchRequest, version: i16) -> V
             }
         }
         let total: usize = outcomes.iter().map(ReadOutcome::bytes).sum();
-        let errors = outcomes.iter().any(|o| o.error != errors::NONE);
+        let any_error = outcomes.iter().any(|o| o.error != errors::NONE);
         let now = Instant::now();
-        if total >= min_bytes.max(1) || errors || now >= deadline {
+        if total >= min_bytes.max(1) || any_error || now >= deadline {
             for o in &outcomes {
                 crate::metrics::ShardMetrics::error(&shard.metrics.fetch_errors, o.error);
             }
