@@ -49,9 +49,13 @@ pub const SEGMENT_MS_DEFAULT: i64 = 7 * 24 * 3600 * 1000;
 /// reads at most this much before reaching the wanted batch.
 pub const INDEX_INTERVAL_BYTES_DEFAULT: u32 = 4096;
 
-/// Segment files grow by fallocate in steps this big, so appends rarely pay
-/// for block allocation and the file stays contiguous on disk.
+/// Segment files grow by fallocate in steps up to this big, so appends
+/// rarely pay for block allocation and the file stays contiguous on disk.
+/// Each step reserves as much again as the segment holds, up to this.
 pub const PREALLOCATE_STEP_BYTES_DEFAULT: u64 = 32 << 20;
+/// The first reservation of a segment: what a partition that took a few
+/// records holds on disk beyond them.
+pub const PREALLOCATE_MIN_BYTES: u64 = 256 << 10;
 /// Zero-ahead window of an active segment (`storage::zero_ahead`): a few
 /// hundred 1 KiB appends, or a few milliseconds of a busy partition.
 pub const ZERO_AHEAD_BYTES_DEFAULT: u64 = 1 << 20;

@@ -85,7 +85,10 @@ fi
 echo "== benches compile (they run with: cargo bench --bench storage)"
 cargo build --release --benches --features rdkafka-client
 
-echo "== tests"
+# Free disk space, before and after: the build and the brokers' data both
+# live under target/, and a full disk fails tests with storage errors.
+echo "== tests ($(df -h --output=avail . | tail -1 | tr -d ' ') free on the disk)"
+trap 'echo "== disk at exit: $(df -h --output=avail . | tail -1 | tr -d " ") free"' EXIT
 cargo test --lib --bins --tests --features rdkafka-client
 
 # Coverage-guided fuzzing, bounded: request framing and decoding, and
