@@ -175,6 +175,11 @@ pub struct ServeArgs {
     /// instead of extending the file.
     #[arg(long)]
     pub zero_ahead_bytes: Option<u64>,
+    /// Memory the broker may use, split over its shards, e.g. 2GiB or
+    /// 512MiB (default: a quarter of the machine's). It covers requests in
+    /// flight, partition state and the batch cache, which evicts to fit.
+    #[arg(long)]
+    pub memory: Option<String>,
 }
 
 impl ServeArgs {
@@ -209,6 +214,9 @@ impl ServeArgs {
         }
         if let Some(v) = self.zero_ahead_bytes {
             c.zero_ahead_bytes = v;
+        }
+        if let Some(v) = self.memory {
+            c.memory = Some(v);
         }
         Ok(c)
     }

@@ -237,8 +237,66 @@ impl Scrape {
             MetricType::Gauge,
             shards.iter().map(|s| (l(&[shard(s)]), gauge(s.partitions.iter().map(|p| p.cache_bytes as i64).sum()))),
         )?;
+        self.encode_memory(e)?;
 
         Ok(())
+    }
+
+    /// Each shard's memory budget, its parts, and the batch cache's use.
+    fn encode_memory(&self, e: &mut DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let shards = &self.0;
+        let per_shard = |f: fn(&super::snapshot::MemorySnapshot) -> u64| {
+            shards.iter().map(move |s| (l(&[shard(s)]), gauge(f(&s.memory) as i64)))
+        };
+        family(
+            e,
+            "shardlog_memory_budget_bytes",
+            "The shard's part of --memory.",
+            MetricType::Gauge,
+            per_shard(|m| m.budget_bytes),
+        )?;
+        family(
+            e,
+            "shardlog_memory_used_bytes",
+            "Memory the shard's budget accounts, by part: requests in flight, partition state, batch cache.",
+            MetricType::Gauge,
+            shards.iter().flat_map(|s| {
+                let m = &s.memory;
+                [("requests", m.requests_bytes), ("partitions", m.partitions_bytes), ("batch_cache", m.cache.bytes)]
+                    .map(|(part, v)| (l(&[shard(s), ("part", part.to_string())]), gauge(v as i64)))
+            }),
+        )?;
+        family(
+            e,
+            "shardlog_memory_requests_budget_bytes",
+            "Bytes of requests in flight a shard allows before it stops reading connections.",
+            MetricType::Gauge,
+            per_shard(|m| m.requests_budget_bytes),
+        )?;
+        family(
+            e,
+            "shardlog_batch_cache_limit_bytes",
+            "What the budget leaves the shard's batch cache.",
+            MetricType::Gauge,
+            per_shard(|m| m.cache.limit),
+        )?;
+        family(
+            e,
+            "shardlog_batch_cache_evicted_bytes",
+            "Bytes the batch cache dropped to stay within the shard's budget.",
+            MetricType::Counter,
+            shards.iter().map(|s| (l(&[shard(s)]), counter(s.memory.cache.evicted_bytes))),
+        )?;
+        family(
+            e,
+            "shardlog_batch_cache_reads",
+            "Partition reads served from the batch cache (hit) or from the disk (miss).",
+            MetricType::Counter,
+            shards.iter().flat_map(|s| {
+                [("hit", s.memory.cache.hits), ("miss", s.memory.cache.misses)]
+                    .map(|(result, v)| (l(&[shard(s), ("result", result.to_string())]), counter(v)))
+            }),
+        )
     }
 
     /// Per-shard sums of the partitions' fsync histograms.

@@ -41,4 +41,17 @@ pub struct ShardSnapshot {
     pub partitions: Vec<PartitionSnapshot>,
     /// (group, topic, partition, committed offset) coordinated here.
     pub committed: Vec<(String, String, i32, i64)>,
+    pub memory: MemorySnapshot,
+}
+
+/// A shard's memory budget and what its parts hold (`server::memory`).
+#[derive(Debug, Clone, Default)]
+pub struct MemorySnapshot {
+    pub budget_bytes: u64,
+    pub requests_budget_bytes: u64,
+    /// Bytes of requests read and not yet answered.
+    pub requests_bytes: u64,
+    /// Partitions × the per-partition state accounted for each.
+    pub partitions_bytes: u64,
+    pub cache: crate::storage::batch_cache::CacheUsage,
 }

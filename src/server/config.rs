@@ -55,6 +55,9 @@ pub struct ServeConfig {
     /// the background, so an append overwrites blocks instead of extending
     /// the file (a journal commit on its path); 0 turns it off.
     pub zero_ahead_bytes: u64,
+    /// Memory the broker may use, split over its shards: "2GiB", "512MiB"
+    /// (see `server::memory`); a quarter of the machine's when absent.
+    pub memory: Option<String>,
 }
 
 impl Default for ServeConfig {
@@ -82,6 +85,7 @@ impl Default for ServeConfig {
             metrics_listen: "127.0.0.1:9644".into(),
             io_properties: None,
             zero_ahead_bytes: crate::limits::ZERO_AHEAD_BYTES_DEFAULT,
+            memory: None,
         }
     }
 }
@@ -120,6 +124,15 @@ impl ServeConfig {
             min_session_timeout_ms: self.group_min_session_timeout_ms.max(1),
             ..Default::default()
         }
+    }
+
+    /// The memory budget of each of `shards` shards.
+    pub fn memory_budget(&self, shards: usize) -> Result<super::memory::MemoryBudget, String> {
+        let total = match &self.memory {
+            Some(text) => super::memory::parse_size(text).map_err(|e| format!("--memory {e}"))?,
+            None => super::memory::default_total(),
+        };
+        super::memory::MemoryBudget::new(total, shards, self.max_inflight_request_bytes_per_shard.max(1) as u64)
     }
 
     /// The cores shards run on, one shard per entry.

@@ -11,6 +11,7 @@ pub mod descriptors;
 pub mod fetch_encode;
 pub mod handlers;
 mod io_workers;
+pub mod memory;
 mod send;
 
 use std::{
@@ -62,32 +63,9 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
         config.offsets_topic_segment_bytes,
         cpus.len(),
     )?;
-    let nofile =
-        descriptors::raise_soft_limit().map_err(|e| format!("cannot read or raise the open-files limit: {e}"))?;
-    descriptors::check_start(table.partition_count(), &nofile)?;
-    println!(
-        "shardlog: open-files limit {}{}: room for {} partitions ({} on disk)",
-        nofile.soft,
-        nofile.raised_from.map_or(String::new(), |b| format!(" (raised from {b})")),
-        nofile.max_partitions(),
-        table.partition_count()
-    );
+    let (nofile, memory) = resource_limits(&config, &table, cpus.len())?;
     let maintenance_every = Duration::from_millis(config.log_maintenance_interval_ms.max(10));
-    let disk_reads_per_shard = match &config.io_properties {
-        Some(path) => {
-            let io = crate::iotune::IoProperties::load(path)?;
-            let n = io.disk_reads_per_shard(cpus.len());
-            println!(
-                "shardlog: disk profile {} ({:.0} MB/s write, {:.0} MB/s read, fdatasync p99 {} µs): {n} concurrent reads per shard",
-                path.display(),
-                io.write_bandwidth_mb_per_s,
-                io.read_bandwidth_mb_per_s,
-                io.fdatasync_p99_us
-            );
-            n
-        }
-        None => DISK_READS_PER_SHARD_DEFAULT,
-    };
+    let disk_reads_per_shard = disk_reads_per_shard(&config, cpus.len())?;
     // Bound before the shards start, so a taken port fails start-up with a
     // clear message and port 0 resolves to the real port for the banner.
     let metrics = match config.metrics_addr()? {
@@ -111,11 +89,14 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
         max_request_bytes: config.max_request_bytes,
         groups,
         max_connections_per_shard: config.max_connections.div_ceil(cpus.len()).max(1),
-        max_inflight_bytes_per_connection: config.max_inflight_request_bytes_per_connection.max(1),
-        max_inflight_bytes_per_shard: config.max_inflight_request_bytes_per_shard.max(1),
+        max_inflight_bytes_per_connection: config
+            .max_inflight_request_bytes_per_connection
+            .clamp(1, memory.requests as usize),
+        max_inflight_bytes_per_shard: memory.requests as usize,
         disk_reads_per_shard,
         zero_ahead_bytes: config.zero_ahead_bytes,
         max_partitions: nofile.max_partitions(),
+        memory,
     });
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -159,6 +140,55 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
         }
     }
     failure.map_or(Ok(()), Err)
+}
+
+/// The open-files limit (raised) and the memory budget, each checked
+/// against the partitions on disk and said in the banner.
+fn resource_limits(
+    config: &ServeConfig,
+    table: &TopicTable,
+    shards: usize,
+) -> Result<(descriptors::Nofile, memory::MemoryBudget), String> {
+    let nofile =
+        descriptors::raise_soft_limit().map_err(|e| format!("cannot read or raise the open-files limit: {e}"))?;
+    descriptors::check_start(table.partition_count(), &nofile)?;
+    println!(
+        "shardlog: open-files limit {}{}: room for {} partitions ({} on disk)",
+        nofile.soft,
+        nofile.raised_from.map_or(String::new(), |b| format!(" (raised from {b})")),
+        nofile.max_partitions(),
+        table.partition_count()
+    );
+    let memory = config.memory_budget(shards)?;
+    let per_shard_partitions = table.partition_count().div_ceil(shards as u64);
+    println!(
+        "shardlog: memory budget {} ({shards} shard(s) × {}: requests in flight {}, batch cache up to {}){}",
+        memory::show(memory.total),
+        memory::show(memory.per_shard),
+        memory::show(memory.requests),
+        memory::show(memory.cache_limit(per_shard_partitions)),
+        if memory.fits(per_shard_partitions) {
+            String::new()
+        } else {
+            format!("; {per_shard_partitions} partitions per shard leave the cache only its minimum: raise --memory")
+        }
+    );
+    Ok((nofile, memory))
+}
+
+/// Concurrent partition reads per shard: from the disk profile if given.
+fn disk_reads_per_shard(config: &ServeConfig, shards: usize) -> Result<usize, String> {
+    let Some(path) = &config.io_properties else { return Ok(DISK_READS_PER_SHARD_DEFAULT) };
+    let io = crate::iotune::IoProperties::load(path)?;
+    let n = io.disk_reads_per_shard(shards);
+    println!(
+        "shardlog: disk profile {} ({:.0} MB/s write, {:.0} MB/s read, fdatasync p99 {} µs): {n} concurrent reads per shard",
+        path.display(),
+        io.write_bandwidth_mb_per_s,
+        io.read_bandwidth_mb_per_s,
+        io.fdatasync_p99_us
+    );
+    Ok(n)
 }
 
 /// Refuses to start while something accepts connections on `listen`. A
@@ -274,6 +304,7 @@ async fn run_shard(start: ShardStart) -> Result<(), String> {
         log::warn!("shard {}: cannot probe {} for polled I/O: {e}", shard.id, shard.settings.data_dir.display());
     }
     shard.serve_peers(receivers);
+    shard.fit_cache();
     shard.apply_topics(table).await;
     crate::shard::group_glue::load_groups(&shard).await;
     crate::shard::group_glue::spawn_offset_expiry(&shard);

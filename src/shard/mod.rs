@@ -63,6 +63,8 @@ pub struct BrokerSettings {
     /// Partitions the broker can hold open within its open-files limit
     /// (`server::descriptors`); topic creation refuses more.
     pub max_partitions: u64,
+    /// Each shard's part of `--memory` (`server::memory`).
+    pub memory: crate::server::memory::MemoryBudget,
 }
 
 /// A shard's partitions by topic name, then index. Looked up by `&str`, so
@@ -106,6 +108,10 @@ impl PartitionMap {
     /// The partitions of one topic, in no particular order.
     pub(crate) fn of_topic<'a>(&'a self, topic: &str) -> impl Iterator<Item = (i32, &'a Rc<Partition>)> + 'a {
         self.0.get(topic).into_iter().flat_map(|ps| ps.iter().map(|(p, part)| (*p, part)))
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.0.values().map(HashMap::len).sum()
     }
 
     pub(crate) fn drain(&mut self) -> Vec<Rc<Partition>> {
@@ -172,6 +178,13 @@ impl Shard {
 
     pub(crate) fn partition(&self, topic: &str, partition: i32) -> Option<Rc<Partition>> {
         self.partitions.borrow().get(topic, partition).cloned()
+    }
+
+    /// Gives the batch cache what the shard's memory budget leaves once its
+    /// partitions are paid for; called as partitions open and close.
+    pub fn fit_cache(&self) {
+        let partitions = self.partitions.borrow().len() as u64;
+        crate::storage::batch_cache::shard_cache().set_limit(self.settings.memory.cache_limit(partitions) as usize);
     }
 
     /// Every partition this shard owns.

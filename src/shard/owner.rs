@@ -210,6 +210,19 @@ impl Shard {
             cross_shard_outstanding: m.cross_shard_outstanding.get(),
             partitions,
             committed: self.groups.committed(),
+            memory: self.memory_snapshot(),
+        }
+    }
+
+    fn memory_snapshot(&self) -> crate::metrics::snapshot::MemorySnapshot {
+        let budget = &self.settings.memory;
+        let requests_budget = self.settings.max_inflight_bytes_per_shard as u64;
+        crate::metrics::snapshot::MemorySnapshot {
+            budget_bytes: budget.per_shard,
+            requests_budget_bytes: requests_budget,
+            requests_bytes: requests_budget.saturating_sub(self.inflight_bytes.available()),
+            partitions_bytes: self.partitions.borrow().len() as u64 * crate::server::memory::PARTITION_STATE_BYTES,
+            cache: crate::storage::batch_cache::shard_cache().usage(),
         }
     }
 
@@ -587,6 +600,7 @@ impl Shard {
                 }
                 let p = Rc::new(Partition { log, appended: Default::default() });
                 self.partitions.borrow_mut().insert(topic, partition, p);
+                self.fit_cache();
             }
             Err(e) => log::error!("shard {}: cannot open partition {name}: {e}", self.id),
         }
@@ -597,6 +611,7 @@ impl Shard {
             log::warn!("shard {}: closing {}: {e}", self.id, p.log.name());
         }
         p.appended.notify_all();
+        self.fit_cache();
         if !topic_still_exists {
             let dir = self.settings.data_dir.join(&p.log.name().0);
             let result = glommio::executor().spawn_blocking(move || std::fs::remove_dir_all(&dir)).await;

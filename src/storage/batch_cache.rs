@@ -1,8 +1,19 @@
-//! Recent batches of one partition, kept as the very `Bytes` that were
-//! appended, so tail fetches are served without touching the disk, without
-//! copying and without decoding.
+//! Recent batches of a shard's partitions, kept as the very `Bytes` that
+//! were appended, so tail fetches are served without touching the disk,
+//! without copying and without decoding.
+//!
+//! One budget per shard, shared by all its partitions. A shard is one
+//! thread, so the cache is thread-local and needs no lock. When the shard
+//! holds more than its budget, the batches appended longest ago go first,
+//! whichever partition holds them: a consumer at the tail of a busy
+//! partition keeps its hits, and idle partitions give their memory back.
+//! Each partition also keeps at most its own cap (`LogConfig::cache_bytes`).
 
-use std::collections::VecDeque;
+use std::{
+    cell::{Cell, RefCell},
+    collections::VecDeque,
+    rc::Rc,
+};
 
 use bytes::Bytes;
 
@@ -13,45 +24,206 @@ pub struct CachedBatch {
     pub bytes: Bytes,
 }
 
-/// A FIFO of the newest batches, bounded in bytes. Batches are contiguous
-/// in offset order: the cache always covers `[first base, log end)`.
-#[derive(Debug, Default)]
-pub struct BatchCache {
+thread_local! {
+    static SHARD: Rc<ShardCache> = Rc::new(ShardCache::new(usize::MAX));
+}
+
+/// The cache of the shard running on this thread.
+pub fn shard_cache() -> Rc<ShardCache> {
+    SHARD.with(Rc::clone)
+}
+
+/// What a shard's cache holds and has done, for `/metrics` and the banner.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheUsage {
+    pub bytes: u64,
+    pub limit: u64,
+    pub batches: u64,
+    /// Bytes dropped to stay within the shard's budget (not a partition's cap).
+    pub evicted_bytes: u64,
+    /// Reads served from the cache, and reads that had to go to the disk.
+    pub hits: u64,
+    pub misses: u64,
+}
+
+/// All partitions' batches on one shard, under one byte budget.
+pub struct ShardCache {
+    inner: RefCell<Inner>,
+    hits: Cell<u64>,
+    misses: Cell<u64>,
+}
+
+#[derive(Default)]
+struct Inner {
+    parts: Vec<Part>,
+    free: Vec<usize>,
+    /// Every cached batch in append order, across partitions. Entries of
+    /// batches a partition already dropped (its cap, retention, a clear) are
+    /// stale: skipped when they reach the front, swept when they pile up.
+    order: VecDeque<Entry>,
+    batches: usize,
+    bytes: usize,
+    limit: usize,
+    evicted_bytes: u64,
+}
+
+#[derive(Default)]
+struct Part {
+    /// Bumped when the slot is reused or cleared, so older entries go stale.
+    generation: u32,
     batches: VecDeque<CachedBatch>,
     bytes: usize,
-    bytes_max: usize,
+    cap: usize,
+}
+
+struct Entry {
+    slot: usize,
+    generation: u32,
+    last_offset: i64,
+}
+
+impl ShardCache {
+    pub fn new(limit: usize) -> Self {
+        Self { inner: RefCell::new(Inner { limit, ..Default::default() }), hits: Cell::new(0), misses: Cell::new(0) }
+    }
+
+    /// Sets the shard's budget, evicting at once down to it.
+    pub fn set_limit(&self, limit: usize) {
+        let mut inner = self.inner.borrow_mut();
+        inner.limit = limit;
+        inner.enforce_limit();
+    }
+
+    pub fn usage(&self) -> CacheUsage {
+        let inner = self.inner.borrow();
+        CacheUsage {
+            bytes: inner.bytes as u64,
+            limit: inner.limit as u64,
+            batches: inner.batches as u64,
+            evicted_bytes: inner.evicted_bytes,
+            hits: self.hits.get(),
+            misses: self.misses.get(),
+        }
+    }
+}
+
+impl Inner {
+    fn part_bytes_removed(&mut self, slot: usize, removed: usize, count: usize) {
+        self.parts[slot].bytes -= removed;
+        self.bytes -= removed;
+        self.batches -= count;
+    }
+
+    /// Drops the oldest batches of `slot` while it holds more than its cap;
+    /// its newest batch always stays, so a tail reader is served.
+    fn enforce_cap(&mut self, slot: usize) {
+        while self.parts[slot].bytes > self.parts[slot].cap && self.parts[slot].batches.len() > 1 {
+            let old = self.parts[slot].batches.pop_front().expect("len > 1");
+            self.part_bytes_removed(slot, old.bytes.len(), 1);
+        }
+    }
+
+    /// Drops the batches appended longest ago, shard-wide, until the shard
+    /// is within its budget.
+    fn enforce_limit(&mut self) {
+        while self.bytes > self.limit {
+            let Some(entry) = self.order.pop_front() else { break };
+            let part = &mut self.parts[entry.slot];
+            let live = part.generation == entry.generation
+                && part.batches.front().is_some_and(|b| b.last_offset == entry.last_offset);
+            if live {
+                let old = part.batches.pop_front().expect("front checked");
+                self.part_bytes_removed(entry.slot, old.bytes.len(), 1);
+                self.evicted_bytes += old.bytes.len() as u64;
+            }
+        }
+        if self.order.len() > 2 * self.batches + 1024 {
+            self.sweep();
+        }
+    }
+
+    /// Forgets the stale entries of `order`.
+    fn sweep(&mut self) {
+        let parts = &self.parts;
+        self.order.retain(|e| {
+            let part = &parts[e.slot];
+            part.generation == e.generation && {
+                let i = part.batches.partition_point(|b| b.last_offset < e.last_offset);
+                part.batches.get(i).is_some_and(|b| b.last_offset == e.last_offset)
+            }
+        });
+    }
+}
+
+/// One partition's batches in its shard's cache, a FIFO bounded by the
+/// partition's cap and the shard's budget. Batches are contiguous in offset
+/// order: the cache covers `[first base, log end)`, or nothing.
+pub struct BatchCache {
+    shard: Rc<ShardCache>,
+    slot: usize,
 }
 
 impl BatchCache {
-    pub fn new(bytes_max: usize) -> Self {
-        Self { batches: VecDeque::new(), bytes: 0, bytes_max }
+    /// A partition's share of this thread's shard cache, holding at most `cap` bytes.
+    pub fn new(cap: usize) -> Self {
+        Self::in_shard(shard_cache(), cap)
     }
 
-    /// Adds the newest batch and evicts the oldest past the byte budget. The
-    /// newest batch always stays, so the cache is never useless for a
-    /// consumer at the tail.
+    pub fn in_shard(shard: Rc<ShardCache>, cap: usize) -> Self {
+        let slot = {
+            let mut inner = shard.inner.borrow_mut();
+            let slot = match inner.free.pop() {
+                Some(slot) => slot,
+                None => {
+                    inner.parts.push(Part::default());
+                    inner.parts.len() - 1
+                }
+            };
+            let part = &mut inner.parts[slot];
+            part.generation = part.generation.wrapping_add(1);
+            part.cap = cap;
+            slot
+        };
+        Self { shard, slot }
+    }
+
+    /// Adds the newest batch, then evicts past the partition's cap and the
+    /// shard's budget.
     pub fn push(&mut self, batch: CachedBatch) {
-        debug_assert!(self.batches.back().is_none_or(|b| b.last_offset < batch.base_offset));
-        self.bytes += batch.bytes.len();
-        self.batches.push_back(batch);
-        while self.bytes > self.bytes_max && self.batches.len() > 1 {
-            let old = self.batches.pop_front().expect("len > 1");
-            self.bytes -= old.bytes.len();
-        }
+        let mut inner = self.shard.inner.borrow_mut();
+        let inner = &mut *inner;
+        let part = &mut inner.parts[self.slot];
+        debug_assert!(part.batches.back().is_none_or(|b| b.last_offset < batch.base_offset));
+        let (len, last_offset, generation) = (batch.bytes.len(), batch.last_offset, part.generation);
+        part.bytes += len;
+        part.batches.push_back(batch);
+        inner.bytes += len;
+        inner.batches += 1;
+        inner.order.push_back(Entry { slot: self.slot, generation, last_offset });
+        inner.enforce_cap(self.slot);
+        inner.enforce_limit();
     }
 
     /// Whole batches starting with the one that contains `offset`, up to
     /// `max_bytes` (the first batch is returned even if larger). `None` when
-    /// `offset` is older than the cache, so the caller must read the disk.
+    /// `offset` is not cached, so the caller must read the disk.
     pub fn read(&self, offset: i64, max_bytes: usize) -> Option<Vec<Bytes>> {
-        let first = self.batches.front()?;
-        if offset < first.base_offset {
+        let found = self.read_cached(offset, max_bytes);
+        let counter = if found.is_some() { &self.shard.hits } else { &self.shard.misses };
+        counter.set(counter.get() + 1);
+        found
+    }
+
+    fn read_cached(&self, offset: i64, max_bytes: usize) -> Option<Vec<Bytes>> {
+        let inner = self.shard.inner.borrow();
+        let batches = &inner.parts[self.slot].batches;
+        if offset < batches.front()?.base_offset {
             return None;
         }
-        let start = self.batches.partition_point(|b| b.last_offset < offset);
+        let start = batches.partition_point(|b| b.last_offset < offset);
         let mut out = Vec::new();
         let mut taken = 0usize;
-        for b in self.batches.range(start..) {
+        for b in batches.range(start..) {
             if !out.is_empty() && taken + b.bytes.len() > max_bytes {
                 break;
             }
@@ -63,20 +235,41 @@ impl BatchCache {
 
     /// Forgets everything (after truncation or a failed write).
     pub fn clear(&mut self) {
-        self.batches.clear();
-        self.bytes = 0;
+        let mut inner = self.shard.inner.borrow_mut();
+        let part = &mut inner.parts[self.slot];
+        part.generation = part.generation.wrapping_add(1);
+        let (bytes, count) = (part.bytes, part.batches.len());
+        part.batches.clear();
+        inner.part_bytes_removed(self.slot, bytes, count);
     }
 
     /// Drops batches wholly below `log_start` (after retention).
     pub fn trim_before(&mut self, log_start: i64) {
-        while self.batches.front().is_some_and(|b| b.last_offset < log_start) {
-            let old = self.batches.pop_front().expect("front exists");
-            self.bytes -= old.bytes.len();
+        let mut inner = self.shard.inner.borrow_mut();
+        let (mut removed, mut count) = (0, 0);
+        let part = &mut inner.parts[self.slot];
+        while part.batches.front().is_some_and(|b| b.last_offset < log_start) {
+            removed += part.batches.pop_front().expect("front exists").bytes.len();
+            count += 1;
         }
+        inner.part_bytes_removed(self.slot, removed, count);
     }
 
     pub fn bytes(&self) -> usize {
-        self.bytes
+        self.shard.inner.borrow().parts[self.slot].bytes
+    }
+}
+
+impl Drop for BatchCache {
+    fn drop(&mut self) {
+        self.clear();
+        self.shard.inner.borrow_mut().free.push(self.slot);
+    }
+}
+
+impl std::fmt::Debug for BatchCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BatchCache").field("slot", &self.slot).field("bytes", &self.bytes()).finish()
     }
 }
 
@@ -88,9 +281,13 @@ mod tests {
         CachedBatch { base_offset: base, last_offset: base + count - 1, bytes: Bytes::from(vec![base as u8; len]) }
     }
 
+    fn unlimited() -> Rc<ShardCache> {
+        Rc::new(ShardCache::new(usize::MAX))
+    }
+
     #[test]
     fn serves_from_containing_batch_within_budget() {
-        let mut c = BatchCache::new(1000);
+        let mut c = BatchCache::in_shard(unlimited(), 1000);
         c.push(batch(0, 5, 100));
         c.push(batch(5, 5, 100));
         c.push(batch(10, 5, 100));
@@ -104,8 +301,8 @@ mod tests {
     }
 
     #[test]
-    fn evicts_oldest_and_reports_miss() {
-        let mut c = BatchCache::new(250);
+    fn evicts_oldest_past_the_partition_cap_and_reports_miss() {
+        let mut c = BatchCache::in_shard(unlimited(), 250);
         for i in 0..5 {
             c.push(batch(i * 10, 10, 100));
         }
@@ -114,5 +311,62 @@ mod tests {
         assert_eq!(c.read(30, 1000).unwrap().len(), 2);
         c.trim_before(41);
         assert!(c.read(30, 1000).is_none());
+    }
+
+    #[test]
+    fn the_shard_budget_evicts_the_oldest_appends_of_any_partition() {
+        let shard = Rc::new(ShardCache::new(350));
+        let (mut a, mut b) = (BatchCache::in_shard(shard.clone(), 1000), BatchCache::in_shard(shard.clone(), 1000));
+        a.push(batch(0, 1, 100));
+        b.push(batch(0, 1, 100));
+        a.push(batch(1, 1, 100));
+        assert_eq!(shard.usage().bytes, 300);
+        // The fourth append goes over: a's first batch, the oldest, goes.
+        b.push(batch(1, 1, 100));
+        assert!(a.read(0, 1000).is_none());
+        assert_eq!(a.read(1, 1000).unwrap().len(), 1);
+        assert_eq!(b.read(0, 1000).unwrap().len(), 2);
+        let usage = shard.usage();
+        assert_eq!((usage.bytes, usage.batches, usage.evicted_bytes), (300, 3, 100));
+        assert_eq!((usage.hits, usage.misses), (2, 1));
+        // A smaller budget evicts at once, emptying whole partitions if need be.
+        shard.set_limit(100);
+        assert!(b.read(0, 1000).is_none() && b.read(1, 1000).unwrap().len() == 1);
+        assert!(a.read(1, 1000).is_none());
+        assert_eq!(a.bytes() + b.bytes(), 100);
+    }
+
+    #[test]
+    fn stale_entries_never_evict_newer_batches_and_are_swept() {
+        let shard = Rc::new(ShardCache::new(usize::MAX));
+        let mut a = BatchCache::in_shard(shard.clone(), 100);
+        // Every push evicts the one before through the partition's cap: the
+        // order queue fills with stale entries, which a sweep bounds.
+        for i in 0..5000 {
+            a.push(batch(i, 1, 100));
+        }
+        assert!(shard.inner.borrow().order.len() <= 2 + 1024 + 1);
+        let mut b = BatchCache::in_shard(shard.clone(), 1000);
+        b.push(batch(0, 1, 100));
+        a.clear();
+        a.push(batch(4999, 1, 50));
+        // Over budget now: the cleared batches' entries are stale, so b's
+        // batch (appended before a's new one) is the one that goes.
+        shard.set_limit(60);
+        assert!(b.read(0, 1000).is_none());
+        assert_eq!(a.read(4999, 1000).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_dropped_partition_gives_its_bytes_and_slot_back() {
+        let shard = Rc::new(ShardCache::new(usize::MAX));
+        let mut a = BatchCache::in_shard(shard.clone(), 1000);
+        a.push(batch(0, 1, 100));
+        drop(a);
+        assert_eq!(shard.usage().bytes, 0);
+        let mut c = BatchCache::in_shard(shard.clone(), 1000);
+        c.push(batch(7, 1, 10));
+        shard.set_limit(0);
+        assert_eq!(shard.usage().batches, 0, "the reused slot's stale entry did not shield the new batch");
     }
 }
