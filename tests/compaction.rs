@@ -51,7 +51,21 @@ type Newest = (i64, Option<Vec<u8>>, i64);
 
 #[test]
 fn compaction_keeps_the_newest_record_of_every_key() {
-    run(|| async {
+    compaction_run(None);
+}
+
+/// The same with one segment file open at a time: cleaned files replace
+/// segments whose descriptors were closed, and reads reopen what they need.
+#[test]
+fn compaction_keeps_the_newest_record_of_every_key_with_one_open_file() {
+    compaction_run(Some(1));
+}
+
+fn compaction_run(open_files_limit: Option<usize>) {
+    run(move || async move {
+        if let Some(limit) = open_files_limit {
+            shardlog::storage::open_files::set_limit(limit);
+        }
         let dir = common::tempdir().unwrap();
         let (mut log, _) = open(dir.path(), config()).await;
         let mut rng = Rng::new(99);
@@ -179,7 +193,7 @@ fn a_segments_page_cache_view_follows_its_file_not_its_name() {
         std::fs::write(&cleaned, vec![b'n'; 100]).unwrap();
         std::fs::rename(&cleaned, &path).unwrap();
 
-        let view = file.buffered().expect("the page-cache view opens after the name moved on");
+        let view = file.buffered().await.expect("the page-cache view opens after the name moved on");
         let mut got = vec![0u8; 4096];
         view.read_exact_at(&mut got, 0).expect("all 4096 bytes of the original file");
         assert!(got.iter().all(|&b| b == b'o'), "read the renamed-over file, not the segment's own");
@@ -192,7 +206,24 @@ fn a_segments_page_cache_view_follows_its_file_not_its_name() {
         file.write_at(buf, 0).await.unwrap();
         std::fs::remove_file(&gone).unwrap();
         let mut got = vec![0u8; 10];
-        file.buffered().expect("an unlinked segment still opens").read_exact_at(&mut got, 4000).unwrap();
+        file.buffered().await.expect("an unlinked segment still opens").read_exact_at(&mut got, 4000).unwrap();
         assert_eq!(got, vec![b'r'; 10]);
+
+        // With its descriptors closed (idle twice over), a segment does not
+        // reopen whatever file took its name: it says so, and a reader
+        // locates its offset again.
+        let moved = dir.path().join("00000000000000000002.log");
+        let file = SegmentFile::create(&moved, Faults::default()).await.unwrap();
+        let mut buf = file.alloc(4096);
+        buf.as_bytes_mut().fill(b'o');
+        file.write_at(buf, 0).await.unwrap();
+        shardlog::storage::open_files::close_idle();
+        shardlog::storage::open_files::close_idle();
+        assert_eq!(shardlog::storage::open_files::usage().open, 0, "every idle file closed");
+        std::fs::write(&cleaned, vec![b'n'; 4096]).unwrap();
+        std::fs::rename(&cleaned, &moved).unwrap();
+        let e = file.read_at(0, 10).await.expect_err("the name now means another file");
+        assert_eq!(e.kind(), std::io::ErrorKind::NotFound, "{e}");
+        assert!(e.to_string().contains("replaced since this segment was opened"), "{e}");
     });
 }

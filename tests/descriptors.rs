@@ -1,10 +1,13 @@
-//! The open-files limit caps the partitions one broker serves (two
-//! descriptors each, plus a reserve). Through the real binary started under
+//! Segment files hold descriptors only while in use, so a small open-files
+//! limit no longer caps partitions. Through the real binary started under
 //! `prlimit`: the broker raises its soft limit to the hard one and says how
-//! many partitions fit; CreateTopics and CreatePartitions refuse what would
-//! not fit with POLICY_VIOLATION and a message naming the limit; a restart
-//! under a lower limit refuses to start, with the numbers, instead of
-//! half-starting.
+//! many segment files each shard keeps open; far more partitions than that
+//! are produced to and read back exact; idle files close on their own, so
+//! the idle broker holds few descriptors. What does cap partitions is the
+//! memory budget: CreateTopics and CreatePartitions refuse past it with
+//! POLICY_VIOLATION, and a restart under a smaller budget, or under a limit
+//! too low for a shard's few files, refuses to start with the numbers
+//! instead of half-starting.
 
 mod common;
 
@@ -18,14 +21,20 @@ use std::{
 
 use common::{
     broker::free_port,
-    wire::{create_topic, topic_name, Wire},
+    wire::{topic_name, Wire},
 };
 use kafka_protocol::messages::*;
 
-const CONFIG: &str = "offsets_topic_num_partitions = 2\n";
+const CONFIG: &str = "offsets_topic_num_partitions = 2\nsegment_files_idle_close_ms = 200\nmemory = \"128MiB\"\n";
+/// Far more than the 24 segment files a shard may keep open under 400.
+const PARTITIONS: i32 = 200;
 const POLICY_VIOLATION: i16 = 44;
 
 fn serve(nofile: &str, data: &Path, config: &Path, port: u16) -> Command {
+    serve_with(nofile, data, config, port, &[])
+}
+
+fn serve_with(nofile: &str, data: &Path, config: &Path, port: u16, extra: &[&str]) -> Command {
     let mut cmd = Command::new("prlimit");
     cmd.arg(format!("--nofile={nofile}"))
         .arg(env!("CARGO_BIN_EXE_shardlog"))
@@ -35,7 +44,8 @@ fn serve(nofile: &str, data: &Path, config: &Path, port: u16) -> Command {
         .arg("--config")
         .arg(config)
         .arg("--data-dir")
-        .arg(data);
+        .arg(data)
+        .args(extra);
     cmd
 }
 
@@ -70,49 +80,104 @@ fn create_partitions(w: &mut Wire, name: &str, count: i32) -> (i16, String) {
     (r.error_code, r.error_message.as_ref().map(|m| m.to_string()).unwrap_or_default())
 }
 
-#[test]
-fn the_open_files_limit_bounds_partitions_with_clear_errors() {
-    let dir = common::tempdir().unwrap();
-    let (data, config) = (dir.path().join("data"), dir.path().join("broker.toml"));
-    std::fs::write(&config, CONFIG).unwrap();
-    let port = free_port();
+fn open_descriptors(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map(|d| d.count()).unwrap_or(0)
+}
 
-    // Soft 300, hard 420: raised to 420, which leaves (420 - 256) / 2 = 82.
-    let (mut child, banner) = start("300:420", &data, &config, port);
-    let line = banner.iter().find(|l| l.contains("open-files limit")).expect("a line about the limit");
-    assert!(line.contains("open-files limit 420 (raised from 300): room for 82 partitions (2 on disk)"), "{line}");
-
-    let mut w = Wire::connect(&format!("127.0.0.1:{port}"));
-    // 2 offsets partitions + 81 = 83 > 82.
+fn create(w: &mut Wire, name: &str, partitions: i32) -> (i16, String) {
     let mut t = create_topics_request::CreatableTopic::default();
-    t.name = topic_name("too-many");
-    t.num_partitions = 81;
+    t.name = topic_name(name);
+    t.num_partitions = partitions;
     t.replication_factor = 1;
     let mut req = CreateTopicsRequest::default();
     req.topics.push(t);
     req.timeout_ms = 10_000;
     let resp: CreateTopicsResponse = w.call(ApiKey::CreateTopics, 7, &req);
-    assert_eq!(resp.topics[0].error_code, POLICY_VIOLATION);
     let message = resp.topics[0].error_message.as_ref().map(|m| m.to_string()).unwrap_or_default();
-    assert!(message.contains("room for 82"), "{message}");
-    // 2 + 80 = 82 fits, and every partition opens: a produce to the last works.
-    assert_eq!(create_topic(&mut w, "fits", 80), 0);
-    let batch = common::free_batch_bytes(&mut common::Rng::new(7), 3);
-    let (error, base) = common::wire::produce(&mut w, "fits", 79, batch.into(), 1);
-    assert_eq!((error, base), (0, 0), "partition 79 is open");
-    // One more partition does not fit.
-    let (code, message) = create_partitions(&mut w, "fits", 81);
+    (resp.topics[0].error_code, message)
+}
+
+/// Waits until the idle closer has run (twice its period, and then some).
+fn until_idle_files_closed(pid: u32, at_most: usize) -> usize {
+    let mut seen = open_descriptors(pid);
+    for _ in 0..50 {
+        if seen <= at_most {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        seen = open_descriptors(pid);
+    }
+    seen
+}
+
+#[test]
+fn many_partitions_under_a_small_open_files_limit() {
+    let dir = common::tempdir().unwrap();
+    let (data, config) = (dir.path().join("data"), dir.path().join("broker.toml"));
+    std::fs::write(&config, CONFIG).unwrap();
+    let port = free_port();
+
+    // Soft 300, hard 400: raised to 400; (400 - 256) / 2 / 3 = 24 files.
+    let (mut child, banner) = start("300:400", &data, &config, port);
+    let line = banner.iter().find(|l| l.contains("open-files limit")).expect("a line about the limit");
+    assert!(line.contains("open-files limit 400 (raised from 300): up to 24 segment files open per shard"), "{line}");
+    let line = banner.iter().find(|l| l.contains("memory budget")).expect("a line about memory");
+    // (128 - 32 requests - 64 base - 16 cache) MiB / 16 KiB.
+    assert!(line.contains("room for 1024 partitions (2 on disk)"), "{line}");
+    let pid = child.id();
+    let idle_at_start = until_idle_files_closed(pid, 0);
+
+    let mut w = Wire::connect(&format!("127.0.0.1:{port}"));
+    assert_eq!(create(&mut w, "many", PARTITIONS), (0, String::new()));
+    let mut rng = common::Rng::new(11);
+    let mut sent = Vec::new();
+    for p in 0..PARTITIONS {
+        let batch = common::free_batch_bytes(&mut rng, 2);
+        let (error, base) = common::wire::produce(&mut w, "many", p, batch.clone().into(), 1);
+        assert_eq!((error, base), (0, 0), "partition {p}");
+        sent.push(batch);
+    }
+    let busy = open_descriptors(pid);
+    // Two descriptors per partition would be 400 and more; the budget keeps
+    // at most 24 files (72 descriptors) open beside the rest.
+    assert!(busy < idle_at_start + 24 * 3 + 8, "{busy} descriptors open after producing to {PARTITIONS} partitions");
+    // Every batch reads back exact, reopening files as it goes.
+    for (p, batch) in sent.iter().enumerate() {
+        let resp: FetchResponse =
+            w.call(ApiKey::Fetch, 12, &common::wire::fetch_request("many", &[(p as i32, 0)], 0, 1));
+        let part = &resp.responses[0].partitions[0];
+        assert_eq!(part.error_code, 0, "partition {p}");
+        let records = part.records.clone().unwrap_or_default();
+        assert_eq!(records.len(), batch.len(), "partition {p}: one whole batch");
+        assert_eq!(&records[16..], &batch[16..], "partition {p}: the batch read back differs");
+    }
+    // Left alone, the files close: the broker is back to its idle count.
+    let idle = until_idle_files_closed(pid, idle_at_start + 2);
+    eprintln!("descriptors: {idle_at_start} idle at start, {busy} after producing to {PARTITIONS} partitions, {idle} idle again");
+    assert!(idle <= idle_at_start + 2, "{idle} descriptors once idle, {idle_at_start} at start");
+
+    // The memory budget caps partitions: 2 + 200 + 823 = 1025 > 1024.
+    let (code, message) = create(&mut w, "too-many", 823);
     assert_eq!(code, POLICY_VIOLATION, "{message}");
-    assert!(message.contains("would make 83"), "{message}");
+    assert!(message.contains("memory budget leaves room for 1024"), "{message}");
+    let (code, message) = create_partitions(&mut w, "many", PARTITIONS + 823);
+    assert_eq!(code, POLICY_VIOLATION, "{message}");
+    assert!(message.contains("would make 1025"), "{message}");
     drop(w);
     Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
     assert!(child.wait().unwrap().success());
 
-    // 82 partitions on disk under a limit of 300 (room for 22): refused.
+    // A limit that leaves the shard fewer than 8 files: refused, with the numbers.
     let out = serve("300:300", &data, &config, port).output().unwrap();
     assert!(!out.status.success(), "it must not start");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("82 partitions need about 420 open files"), "{stderr}");
-    assert!(stderr.contains("the limit is 300") && stderr.contains("ulimit -n 420"), "{stderr}");
+    assert!(stderr.contains("leaves each of 1 shard(s) room for 7 segment files"), "{stderr}");
+    assert!(stderr.contains("ulimit -n 304"), "{stderr}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("listening on"), "no half start");
+    // A budget too small for the 202 partitions on disk: refused too.
+    let out = serve_with("400:400", &data, &config, port, &["--memory", "110MiB"]).output().unwrap();
+    assert!(!out.status.success(), "it must not start");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("202 partitions (202 per shard, 16.0 KiB of state each) need a memory budget"), "{stderr}");
     assert!(!String::from_utf8_lossy(&out.stdout).contains("listening on"), "no half start");
 }

@@ -9,7 +9,7 @@ use std::rc::Rc;
 use common::{batches_in, open, random_batch, run, Rng};
 use shardlog::{
     protocol::record_batch::patch_base_offset,
-    storage::{Durability, LogConfig, PartitionLog, StorageError},
+    storage::{batch_cache, open_files, Durability, LogConfig, PartitionLog, StorageError},
 };
 
 struct ModelBatch {
@@ -31,8 +31,24 @@ fn config() -> LogConfig {
 
 #[test]
 fn random_operations_match_the_model() {
-    for seed in 1..=12u64 {
+    model_runs(1..=12, None);
+}
+
+/// The same with the shard's resources squeezed: one segment file open at a
+/// time (every other file's descriptors close, and reopen on use), and a
+/// shard-wide batch cache of 16 KiB.
+#[test]
+fn random_operations_match_the_model_with_one_open_file_and_a_tiny_cache() {
+    model_runs(101..=106, Some((1, 16 << 10)));
+}
+
+fn model_runs(seeds: std::ops::RangeInclusive<u64>, squeeze: Option<(usize, usize)>) {
+    for seed in seeds {
         run(move || async move {
+            if let Some((files, cache)) = squeeze {
+                open_files::set_limit(files);
+                batch_cache::shard_cache().set_limit(cache);
+            }
             let dir = common::tempdir().unwrap();
             let mut rng = Rng::new(seed);
             let (mut log, _) = open(dir.path(), config()).await;
@@ -82,6 +98,11 @@ fn random_operations_match_the_model() {
             assert!(log.segment_count() > 1, "seed {seed}: the workload rolled segments");
             tally(&log, &mut reads);
             assert!(reads.0 > 0 && reads.1 > 0, "seed {seed}: both read paths ran: {reads:?}");
+            if squeeze.is_some() {
+                let files = open_files::usage();
+                assert!(files.open <= 1 && files.closes > 10, "seed {seed}: files were closed and reopened: {files:?}");
+                assert!(batch_cache::shard_cache().usage().evicted_bytes > 0, "seed {seed}: the shard budget evicted");
+            }
         });
     }
 }

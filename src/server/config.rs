@@ -58,6 +58,9 @@ pub struct ServeConfig {
     /// Memory the broker may use, split over its shards: "2GiB", "512MiB"
     /// (see `server::memory`); a quarter of the machine's when absent.
     pub memory: Option<String>,
+    /// Segment files unused for this long to twice this long close their
+    /// descriptors (`storage::open_files`); they reopen when next used.
+    pub segment_files_idle_close_ms: u64,
 }
 
 impl Default for ServeConfig {
@@ -86,6 +89,7 @@ impl Default for ServeConfig {
             io_properties: None,
             zero_ahead_bytes: crate::limits::ZERO_AHEAD_BYTES_DEFAULT,
             memory: None,
+            segment_files_idle_close_ms: 30_000,
         }
     }
 }

@@ -1,17 +1,21 @@
-//! Open file descriptors, the limit that caps how many partitions one
-//! broker can serve. Each open partition holds two (its active segment's
-//! direct-I/O writer and its reader); sockets, io_uring rings, eventfds and
-//! the data directory's lock take the rest.
+//! Open file descriptors. Segment files hold theirs only while in use
+//! (`storage::open_files`), so the open-files limit no longer caps how many
+//! partitions a broker serves: it sets how many segment files each shard
+//! keeps open at once. Half of the limit, after a reserve, goes to segment
+//! files, split over the shards; the other half is left for connections.
 //!
-//! At start the soft limit is raised to the hard one, and a broker whose
-//! partitions on disk cannot fit says so with the numbers instead of
-//! half-starting; CreateTopics and CreatePartitions refuse what would not
-//! fit (`BrokerSettings::max_partitions`).
+//! At start the soft limit is raised to the hard one, and a limit too low
+//! for even a few open files per shard is refused with the numbers.
 
-/// Descriptors each open partition holds.
-pub const PER_PARTITION: u64 = 2;
-/// Descriptors kept for everything that is not a partition.
+/// Descriptors an open segment file holds: its direct-I/O writer, its
+/// direct reader and, for sealed segments, a page-cache reader.
+pub const PER_OPEN_FILE: u64 = 3;
+/// Descriptors kept for everything that is neither a segment file nor a
+/// connection: rings, eventfds, listeners, the data directory's lock.
 pub const RESERVED: u64 = 256;
+/// The fewest segment files a shard can work with (an append, a roll, a
+/// compaction and a few reads at once).
+pub const MIN_OPEN_FILES_PER_SHARD: u64 = 8;
 
 /// The process's open-files limit after start-up raised it.
 #[derive(Debug, Clone, Copy)]
@@ -23,9 +27,9 @@ pub struct Nofile {
 }
 
 impl Nofile {
-    /// Partitions that fit in the soft limit.
-    pub fn max_partitions(&self) -> u64 {
-        self.soft.saturating_sub(RESERVED) / PER_PARTITION
+    /// Segment files each of `shards` shards may keep open.
+    pub fn open_files_per_shard(&self, shards: usize) -> u64 {
+        self.soft.saturating_sub(RESERVED) / 2 / PER_OPEN_FILE / shards.max(1) as u64
     }
 }
 
@@ -55,17 +59,19 @@ pub fn raise_soft_limit() -> std::io::Result<Nofile> {
     Ok(Nofile { soft: before, hard: rl.rlim_max, raised_from: None })
 }
 
-/// Refuses to start when the partitions on disk cannot all be opened.
-pub fn check_start(partitions: u64, nofile: &Nofile) -> Result<(), String> {
-    let need = partitions * PER_PARTITION + RESERVED;
-    if need <= nofile.soft {
+/// Refuses to start when the limit leaves a shard too few open files.
+pub fn check_start(shards: usize, nofile: &Nofile) -> Result<(), String> {
+    if nofile.open_files_per_shard(shards) >= MIN_OPEN_FILES_PER_SHARD {
         return Ok(());
     }
+    let need = RESERVED + 2 * PER_OPEN_FILE * MIN_OPEN_FILES_PER_SHARD * shards as u64;
     Err(format!(
-        "{partitions} partitions need about {need} open files ({PER_PARTITION} each plus {RESERVED}); the limit is {} \
-         (hard limit {}); raise it with `ulimit -n {need}` or LimitNOFILE={need} in the service unit, or delete topics",
+        "the open-files limit {} (hard limit {}) leaves each of {shards} shard(s) room for {} segment files; at least \
+         {MIN_OPEN_FILES_PER_SHARD} are needed, so the limit must be at least {need}: raise it with `ulimit -n {need}` or \
+         LimitNOFILE={need} in the service unit",
         nofile.soft,
-        hard_text(nofile.hard)
+        hard_text(nofile.hard),
+        nofile.open_files_per_shard(shards),
     ))
 }
 
@@ -82,12 +88,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_start_check_counts_two_per_partition_plus_the_reserve() {
-        let nofile = Nofile { soft: 1024, hard: 4096, raised_from: None };
-        assert_eq!(nofile.max_partitions(), 384);
-        assert!(check_start(384, &nofile).is_ok());
-        let e = check_start(385, &nofile).unwrap_err();
-        assert!(e.starts_with("385 partitions need about 1026 open files"), "{e}");
-        assert!(e.contains("the limit is 1024 (hard limit 4096)") && e.contains("ulimit -n 1026"), "{e}");
+    fn half_the_limit_after_the_reserve_goes_to_segment_files() {
+        let nofile = Nofile { soft: 20_000, hard: 20_000, raised_from: None };
+        assert_eq!(nofile.open_files_per_shard(1), 3_290);
+        assert_eq!(nofile.open_files_per_shard(2), 1_645);
+        assert!(check_start(2, &nofile).is_ok());
+        let low = Nofile { soft: 300, hard: 4096, raised_from: None };
+        assert_eq!(low.open_files_per_shard(1), 7);
+        let e = check_start(1, &low).unwrap_err();
+        assert!(
+            e.starts_with("the open-files limit 300 (hard limit 4096) leaves each of 1 shard(s) room for 7"),
+            "{e}"
+        );
+        assert!(e.contains("ulimit -n 304"), "{e}");
     }
 }

@@ -60,10 +60,26 @@ impl MemoryBudget {
         self.per_shard.saturating_sub(taken).max(CACHE_MIN_BYTES)
     }
 
-    /// Whether `partitions` leave the cache more than its minimum.
-    pub fn fits(&self, partitions: u64) -> bool {
-        let taken = SHARD_BASE_BYTES + self.requests + partitions.saturating_mul(PARTITION_STATE_BYTES);
-        self.per_shard >= taken + CACHE_MIN_BYTES
+    /// Partitions one shard can serve and still leave the cache its minimum.
+    pub fn partitions_per_shard(&self) -> u64 {
+        self.per_shard.saturating_sub(SHARD_BASE_BYTES + self.requests + CACHE_MIN_BYTES) / PARTITION_STATE_BYTES
+    }
+
+    /// Refuses to start when the partitions on disk need more than the budget.
+    pub fn check_start(&self, partitions: u64, shards: usize) -> Result<(), String> {
+        let per_shard = partitions.div_ceil(shards.max(1) as u64);
+        if per_shard <= self.partitions_per_shard() {
+            return Ok(());
+        }
+        let need = shards as u64 * (SHARD_BASE_BYTES + CACHE_MIN_BYTES + per_shard * PARTITION_STATE_BYTES) * 4 / 3;
+        Err(format!(
+            "{partitions} partitions ({per_shard} per shard, {} of state each) need a memory budget of about {}; \
+             --memory is {}: raise it (for example --memory {}GiB) or delete topics",
+            show(PARTITION_STATE_BYTES),
+            show(need),
+            show(self.total),
+            need.div_ceil(1 << 30)
+        ))
     }
 }
 
@@ -148,8 +164,14 @@ mod tests {
         assert_eq!(b.cache_limit(0), (1 << 30) - (256 << 20) - (64 << 20));
         assert_eq!(b.cache_limit(2500), (1 << 30) - (256 << 20) - (64 << 20) - 2500 * (16 << 10));
         // So many partitions that the cache keeps only its minimum.
-        assert!(!b.fits(1_000_000));
+        assert_eq!(b.partitions_per_shard(), ((1 << 30) - (256 << 20) - (64 << 20) - (16 << 20)) / (16 << 10));
         assert_eq!(b.cache_limit(1_000_000), CACHE_MIN_BYTES);
+        assert!(b.check_start(2 * 44_032, 2).is_ok());
+        let e = b.check_start(2 * 44_033, 2).unwrap_err();
+        assert!(
+            e.starts_with("88066 partitions (44033 per shard, 16.0 KiB of state each) need a memory budget"),
+            "{e}"
+        );
         let small = MemoryBudget::new(8 << 30, 1, 64 << 20).unwrap();
         assert_eq!(small.requests, 64 << 20, "the configured budget when it is below a quarter");
     }

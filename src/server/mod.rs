@@ -95,7 +95,9 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
         max_inflight_bytes_per_shard: memory.requests as usize,
         disk_reads_per_shard,
         zero_ahead_bytes: config.zero_ahead_bytes,
-        max_partitions: nofile.max_partitions(),
+        max_partitions: memory.partitions_per_shard() * cpus.len() as u64,
+        open_files_per_shard: nofile.open_files_per_shard(cpus.len()),
+        idle_files_every: Duration::from_millis(config.segment_files_idle_close_ms.max(10)),
         memory,
     });
     let stop = Arc::new(AtomicBool::new(false));
@@ -151,27 +153,25 @@ fn resource_limits(
 ) -> Result<(descriptors::Nofile, memory::MemoryBudget), String> {
     let nofile =
         descriptors::raise_soft_limit().map_err(|e| format!("cannot read or raise the open-files limit: {e}"))?;
-    descriptors::check_start(table.partition_count(), &nofile)?;
+    descriptors::check_start(shards, &nofile)?;
     println!(
-        "shardlog: open-files limit {}{}: room for {} partitions ({} on disk)",
+        "shardlog: open-files limit {}{}: up to {} segment files open per shard",
         nofile.soft,
         nofile.raised_from.map_or(String::new(), |b| format!(" (raised from {b})")),
-        nofile.max_partitions(),
-        table.partition_count()
+        nofile.open_files_per_shard(shards),
     );
     let memory = config.memory_budget(shards)?;
+    memory.check_start(table.partition_count(), shards)?;
     let per_shard_partitions = table.partition_count().div_ceil(shards as u64);
     println!(
-        "shardlog: memory budget {} ({shards} shard(s) × {}: requests in flight {}, batch cache up to {}){}",
+        "shardlog: memory budget {} ({shards} shard(s) × {}: requests in flight {}, batch cache up to {}): \
+         room for {} partitions ({} on disk)",
         memory::show(memory.total),
         memory::show(memory.per_shard),
         memory::show(memory.requests),
         memory::show(memory.cache_limit(per_shard_partitions)),
-        if memory.fits(per_shard_partitions) {
-            String::new()
-        } else {
-            format!("; {per_shard_partitions} partitions per shard leave the cache only its minimum: raise --memory")
-        }
+        memory.partitions_per_shard() * shards as u64,
+        table.partition_count()
     );
     Ok((nofile, memory))
 }
@@ -305,6 +305,8 @@ async fn run_shard(start: ShardStart) -> Result<(), String> {
     }
     shard.serve_peers(receivers);
     shard.fit_cache();
+    crate::storage::open_files::set_limit(shard.settings.open_files_per_shard as usize);
+    crate::shard::maintenance::spawn_idle_file_closer(&shard, shard.settings.idle_files_every);
     shard.apply_topics(table).await;
     crate::shard::group_glue::load_groups(&shard).await;
     crate::shard::group_glue::spawn_offset_expiry(&shard);

@@ -20,6 +20,21 @@ pub fn use_background_queue() {
     crate::storage::background::use_queue(background);
 }
 
+/// Every `every`, closes the segment files nobody used since the previous
+/// pass (`storage::open_files`): an idle partition soon holds no descriptor.
+pub fn spawn_idle_file_closer(shard: &Rc<Shard>, every: Duration) {
+    let id = shard.id;
+    crate::storage::background::spawn(async move {
+        loop {
+            glommio::timer::sleep(every).await;
+            let closed = crate::storage::open_files::close_idle();
+            if closed > 0 {
+                log::debug!("shard {id}: closed {closed} idle segment file(s)");
+            }
+        }
+    });
+}
+
 /// Every `every`, applies retention to delete-policy logs and compacts
 /// compacted ones (only when new segments were sealed since the last pass),
 /// in the shard's background queue: it yields to request handling.

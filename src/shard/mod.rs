@@ -60,9 +60,13 @@ pub struct BrokerSettings {
     pub disk_reads_per_shard: usize,
     /// Zero-ahead window of every active segment (`storage::zero_ahead`).
     pub zero_ahead_bytes: u64,
-    /// Partitions the broker can hold open within its open-files limit
-    /// (`server::descriptors`); topic creation refuses more.
+    /// Partitions the broker can serve within its memory budget
+    /// (`server::memory`); topic creation refuses more.
     pub max_partitions: u64,
+    /// Segment files each shard keeps open at once (`server::descriptors`).
+    pub open_files_per_shard: u64,
+    /// How often idle segment files close (`ServeConfig::segment_files_idle_close_ms`).
+    pub idle_files_every: std::time::Duration,
     /// Each shard's part of `--memory` (`server::memory`).
     pub memory: crate::server::memory::MemoryBudget,
 }

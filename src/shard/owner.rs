@@ -390,9 +390,10 @@ impl Shard {
             return Ok(());
         }
         Err(format!(
-            "{more} more partitions would make {} on this broker, and its open-files limit leaves room for {max} \
-             (2 descriptors each); raise the limit (ulimit -n) and restart the broker",
-            have + more.max(0) as u64
+            "{more} more partitions would make {} on this broker, and its memory budget leaves room for {max} \
+             ({} of state each); raise --memory and restart the broker",
+            have + more.max(0) as u64,
+            crate::server::memory::show(crate::server::memory::PARTITION_STATE_BYTES)
         ))
     }
 

@@ -9,9 +9,9 @@
 //! cache.
 
 use std::{
-    cell::Cell,
+    cell::{Cell, OnceCell},
     io,
-    os::unix::fs::{FileExt, OpenOptionsExt},
+    os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt},
     path::{Path, PathBuf},
     rc::Rc,
     sync::Arc,
@@ -20,7 +20,18 @@ use std::{
 use bytes::Bytes;
 use glommio::io::{DmaBuffer, DmaFile, OpenOptions};
 
-use crate::limits::DMA_ALIGNMENT;
+use crate::{
+    limits::DMA_ALIGNMENT,
+    storage::open_files::{self, Slot},
+};
+
+/// The descriptors an open segment file holds: the direct-I/O writer, the
+/// direct reader, and the page-cache reader once a sealed read needs it.
+pub struct Handles {
+    dma: DmaFile,
+    reader: Arc<std::fs::File>,
+    buffered: OnceCell<Arc<std::fs::File>>,
+}
 
 /// A fault to inject into the next matching call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,20 +74,26 @@ impl Faults {
     }
 }
 
-/// A segment file opened for direct I/O, read and write.
+/// A segment file for direct I/O, read and write, whose descriptors are
+/// open only while it is in use (see `storage::open_files`): an idle
+/// partition holds none, and a shard holds at most its budget.
 ///
 /// Reads use a second O_DIRECT descriptor with `pread` on glommio's blocking
 /// pool: glommio 0.9's io_uring reads (`read_at`, `read_at_aligned`) fail with
 /// EOPNOTSUPP on the 6.18 kernels we run on, while its writes and syncs work.
 /// The reads stay direct (no page cache) and off the shard's thread.
+///
+/// A file reopened by path after its descriptors were closed must still be
+/// the same file: compaction renames a cleaned file over the same name and
+/// retention removes names. The first open records the file's device and
+/// inode; a reopen that finds another file (or none) fails with
+/// [`io::ErrorKind::NotFound`], and a reader locates again.
 pub struct SegmentFile {
-    dma: DmaFile,
-    reader: Arc<std::fs::File>,
-    /// A page-cache descriptor for sending a sealed segment with
-    /// `sendfile(2)`; opened on the first such read.
-    buffered: std::cell::OnceCell<Arc<std::fs::File>>,
     path: PathBuf,
     faults: Faults,
+    slot: Rc<Slot>,
+    /// (device, inode) of the file first opened here.
+    identity: Cell<Option<(u64, u64)>>,
 }
 
 /// Settles, for the calling thread, glommio's guess of whether the data
@@ -106,25 +123,54 @@ pub async fn settle_poll_probe(dir: &Path, owner: usize) -> io::Result<()> {
 impl SegmentFile {
     /// Creates a new, empty file; fails if it exists.
     pub async fn create(path: &Path, faults: Faults) -> io::Result<Self> {
-        let dma = OpenOptions::new().read(true).write(true).create_new(true).dma_open(path).await?;
-        Self::with_reader(dma, path, faults)
+        let file = Self::closed(path, faults);
+        file.open_with(true).await?;
+        Ok(file)
     }
 
     /// Opens an existing file for reading and writing.
     pub async fn open(path: &Path, faults: Faults) -> io::Result<Self> {
-        let dma = OpenOptions::new().read(true).write(true).dma_open(path).await?;
-        Self::with_reader(dma, path, faults)
+        let file = Self::closed(path, faults);
+        file.open_with(false).await?;
+        Ok(file)
     }
 
-    fn with_reader(dma: DmaFile, path: &Path, faults: Faults) -> io::Result<Self> {
-        let reader = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(path)?;
-        Ok(Self {
-            dma,
-            reader: Arc::new(reader),
-            buffered: std::cell::OnceCell::new(),
-            path: path.to_path_buf(),
-            faults,
-        })
+    fn closed(path: &Path, faults: Faults) -> Self {
+        Self { path: path.to_path_buf(), faults, slot: Rc::new(Slot::default()), identity: Cell::new(None) }
+    }
+
+    /// The open descriptors, reopening the file if they were closed. The
+    /// returned handle keeps them open until it is dropped.
+    async fn handles(&self) -> io::Result<Rc<Handles>> {
+        if let Some(h) = open_files::touch(&self.slot) {
+            return Ok(h);
+        }
+        self.open_with(false).await
+    }
+
+    async fn open_with(&self, create_new: bool) -> io::Result<Rc<Handles>> {
+        open_files::make_room();
+        let dma = OpenOptions::new().read(true).write(true).create_new(create_new).dma_open(&self.path).await?;
+        let reader = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(&self.path)?;
+        let meta = reader.metadata()?;
+        let found = (meta.dev(), meta.ino());
+        match self.identity.get() {
+            None => self.identity.set(Some(found)),
+            Some(first) if first != found => {
+                return Err(io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!("{}: replaced since this segment was opened", self.path.display()),
+                ));
+            }
+            Some(_) => {}
+        }
+        // Another task may have reopened it while this one waited.
+        if let Some(h) = open_files::touch(&self.slot) {
+            return Ok(h);
+        }
+        let handles = Rc::new(Handles { dma, reader: Arc::new(reader), buffered: OnceCell::new() });
+        open_files::opened(&self.slot, handles.clone());
+        Ok(handles)
     }
 
     pub fn path(&self) -> &Path {
@@ -132,9 +178,9 @@ impl SegmentFile {
     }
 
     /// A zero-length buffer of `len` bytes (a multiple of the alignment)
-    /// suitable for direct I/O on this file.
+    /// suitable for direct I/O.
     pub fn alloc(&self, len: usize) -> DmaBuffer {
-        self.dma.alloc_dma_buffer(len)
+        glommio::allocate_dma_buffer(len)
     }
 
     /// Writes the whole buffer at an aligned position.
@@ -149,7 +195,7 @@ impl SegmentFile {
     /// but an armed fault is left for the append it was meant for.
     pub async fn write_padding_at(&self, buf: DmaBuffer, pos: u64) -> io::Result<()> {
         let len = buf.len();
-        let written = self.dma.write_at(buf, pos).await?;
+        let written = self.handles().await?.dma.write_at(buf, pos).await?;
         if written != len {
             // A short O_DIRECT write means the device ran out of room mid-way.
             return Err(io::Error::from_raw_os_error(libc::ENOSPC));
@@ -161,52 +207,66 @@ impl SegmentFile {
     /// to aligned bounds and the result sliced, without a copy). Shorter only
     /// at the end of the file.
     pub async fn read_at(&self, pos: u64, len: usize) -> io::Result<Bytes> {
-        let reader = self.reader.clone();
-        glommio::executor().spawn_blocking(move || read_direct(&reader, pos, len)).await
+        let handles = self.handles().await?;
+        let reader = handles.reader.clone();
+        let read = glommio::executor().spawn_blocking(move || read_direct(&reader, pos, len)).await;
+        drop(handles);
+        read
     }
 
     /// The file opened for page-cache reads (sealed segments only: see
     /// `storage::chunk`).
     ///
     /// Reopened through `/proc/self/fd` from the descriptor this file already
-    /// holds, never by path: compaction renames a cleaned file over the same
-    /// name and retention removes names, and a reader still holding this
-    /// segment must see the bytes it located, not whatever the name means now.
-    pub fn buffered(&self) -> io::Result<Arc<std::fs::File>> {
+    /// holds, never by path, so a reader still holding this segment sees the
+    /// bytes it located, whatever the name means by the time it sends them.
+    pub async fn buffered(&self) -> io::Result<Arc<std::fs::File>> {
         use std::os::fd::AsRawFd;
-        if let Some(f) = self.buffered.get() {
+        let handles = self.handles().await?;
+        if let Some(f) = handles.buffered.get() {
             return Ok(f.clone());
         }
-        let same_inode = PathBuf::from(format!("/proc/self/fd/{}", self.reader.as_raw_fd()));
+        let same_inode = PathBuf::from(format!("/proc/self/fd/{}", handles.reader.as_raw_fd()));
         let f = std::fs::File::open(&same_inode).map_err(|e| {
             io::Error::new(e.kind(), format!("{}: reopen for page-cache reads: {e}", self.path.display()))
         })?;
-        Ok(self.buffered.get_or_init(|| Arc::new(f)).clone())
+        Ok(handles.buffered.get_or_init(|| Arc::new(f)).clone())
     }
 
     pub async fn fdatasync(&self) -> io::Result<()> {
         if let Some(err) = self.faults.take_sync() {
             return Err(err);
         }
-        Ok(self.dma.fdatasync().await?)
+        Ok(self.handles().await?.dma.fdatasync().await?)
     }
 
     /// Reserves blocks up to `len` without changing the visible file size, so
     /// the size after a crash still tells how far writes got.
     pub async fn preallocate(&self, len: u64) -> io::Result<()> {
-        Ok(self.dma.pre_allocate(len, true).await?)
+        Ok(self.handles().await?.dma.pre_allocate(len, true).await?)
     }
 
     pub async fn truncate(&self, len: u64) -> io::Result<()> {
-        Ok(self.dma.truncate(len).await?)
+        Ok(self.handles().await?.dma.truncate(len).await?)
     }
 
     pub async fn size(&self) -> io::Result<u64> {
-        Ok(self.dma.file_size().await?)
+        Ok(self.handles().await?.dma.file_size().await?)
     }
 
+    /// Closes the descriptors now (they reopen if the file is used again).
     pub async fn close(self) -> io::Result<()> {
-        Ok(self.dma.close().await?)
+        match open_files::take(&self.slot).map(Rc::try_unwrap) {
+            Some(Ok(handles)) => Ok(handles.dma.close().await?),
+            // In use by a read in flight: closed when it ends.
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Drop for SegmentFile {
+    fn drop(&mut self) {
+        open_files::take(&self.slot);
     }
 }
 

@@ -14,6 +14,7 @@ pub mod error;
 pub mod file;
 pub mod index;
 pub mod log;
+pub mod open_files;
 pub mod producers;
 pub mod recovery;
 pub mod segment;

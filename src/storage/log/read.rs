@@ -57,6 +57,7 @@ impl PartitionLog {
     /// an empty slice at the log end.
     pub async fn read(&self, offset: i64, max_bytes: usize) -> Result<ReadSlice, StorageError> {
         let mut from = offset;
+        let mut relocations = 0;
         loop {
             let (log_start, log_end, target) = {
                 let st = self.state.borrow();
@@ -91,6 +92,15 @@ impl PartitionLog {
                     .await
                     .map(|found| found.map(|b| (last_offset_in(&b).map_or(from, |l| l + 1), Chunk::Memory(b))))
             };
+            // A sealed segment whose descriptors were closed was replaced
+            // (compaction) or removed (retention) before it reopened: locate
+            // the offset again in what the log holds now.
+            if let Err(ReadError::Io(e)) = &found {
+                if e.kind() == std::io::ErrorKind::NotFound && relocations < RELOCATIONS_MAX {
+                    relocations += 1;
+                    continue;
+                }
+            }
             match found.map_err(|e| e.into_storage(&self.name, file.path()))? {
                 Some((next, chunk)) => {
                     let chunks = vec![chunk];
@@ -184,6 +194,10 @@ impl PartitionLog {
     }
 }
 
+/// Times one read locates its offset again after finding its segment file
+/// replaced; each retry sees a newer log, so more means a bug, not a race.
+const RELOCATIONS_MAX: u32 = 3;
+
 /// A failure while reading a segment: I/O, or bytes that no longer parse.
 enum ReadError {
     Io(std::io::Error),
@@ -212,7 +226,7 @@ async fn locate_sealed(
     offset: i64,
     max_bytes: usize,
 ) -> Result<Option<(i64, Chunk)>, ReadError> {
-    let buffered = file.buffered().map_err(ReadError::Io)?;
+    let buffered = file.buffered().await.map_err(ReadError::Io)?;
     let path = Arc::new(file.path().to_path_buf());
     let walker = buffered.clone();
     let found =
