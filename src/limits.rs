@@ -66,6 +66,9 @@ pub const ZERO_AHEAD_APPEND_BYTES_PER_S_MAX: u64 = 48 << 20;
 /// Largest zero-ahead window: one zero write holds a buffer this big.
 pub const ZERO_AHEAD_BYTES_MAX: u64 = 16 << 20;
 
+/// Partitions a shard opens at once at start or when topics are created.
+pub const PARTITION_OPENS_AT_ONCE: usize = 32;
+
 /// Bytes of recent batches a partition keeps in memory for tail reads. A
 /// consumer within this distance of the end never touches the disk.
 pub const BATCH_CACHE_BYTES_DEFAULT: usize = 8 << 20;

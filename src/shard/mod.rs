@@ -5,6 +5,7 @@
 //! running on that shard. Other shards reach them with a [`ShardRequest`];
 //! the local path is a plain call ([`Shard::call`]).
 
+mod concurrent;
 pub mod messages;
 pub mod notify;
 pub mod router;

@@ -573,14 +573,20 @@ impl Shard {
                 }
             }
         }
-        for (name, meta) in &table.topics {
-            for partition in 0..meta.partitions() {
-                let mine = router::owner(&table, name, partition, self.count) == Some(self.id);
-                if mine && self.partition(name, partition).is_none() {
-                    self.open_partition(name, partition, meta).await;
-                }
-            }
-        }
+        // Opening waits mostly on the disk (directory, checkpoint, tail
+        // block, and after a crash syncs): many at once overlap those waits.
+        let to_open = table.topics.iter().flat_map(|(name, meta)| {
+            (0..meta.partitions())
+                .filter(|&p| router::owner(&table, name, p, self.count) == Some(self.id))
+                .filter(|&p| self.partition(name, p).is_none())
+                .map(move |p| (name, p, meta))
+        });
+        let to_open: Vec<_> = to_open.collect();
+        super::concurrent::for_each_bounded(
+            to_open.into_iter().map(|(name, p, meta)| self.open_partition(name, p, meta)),
+            crate::limits::PARTITION_OPENS_AT_ONCE,
+        )
+        .await;
     }
 
     async fn open_partition(&self, topic: &str, partition: i32, meta: &TopicMeta) {
