@@ -55,7 +55,7 @@ pub const INDEX_INTERVAL_BYTES_DEFAULT: u32 = 4096;
 pub const PREALLOCATE_STEP_BYTES_DEFAULT: u64 = 32 << 20;
 /// The first reservation of a segment: what a partition that took a few
 /// records holds on disk beyond them.
-pub const PREALLOCATE_MIN_BYTES: u64 = 256 << 10;
+pub const PREALLOCATE_MIN_BYTES: u64 = 64 << 10;
 /// Zero-ahead window of an active segment (`storage::zero_ahead`): a few
 /// hundred 1 KiB appends, or a few milliseconds of a busy partition.
 pub const ZERO_AHEAD_BYTES_DEFAULT: u64 = 1 << 20;
@@ -63,6 +63,10 @@ pub const ZERO_AHEAD_BYTES_DEFAULT: u64 = 1 << 20;
 /// large and amortise the extent conversion, and zeros would double the
 /// disk's writes at the rates where its bandwidth is the limit.
 pub const ZERO_AHEAD_APPEND_BYTES_PER_S_MAX: u64 = 48 << 20;
+/// The zero-ahead window of a segment holding less than the window: as
+/// much again as it holds, at least this. 50,000 partitions with one
+/// record each zeroed a whole window each: 50 GB of zeros.
+pub const ZERO_AHEAD_MIN_BYTES: u64 = 64 << 10;
 /// Largest zero-ahead window: one zero write holds a buffer this big.
 pub const ZERO_AHEAD_BYTES_MAX: u64 = 16 << 20;
 

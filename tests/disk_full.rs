@@ -150,3 +150,65 @@ fn a_full_disk_refuses_writes_retriably_and_loses_nothing() {
     drop(w);
     broker.stop();
 }
+
+/// The broker's own output on the disk that fills: its warnings about the
+/// full disk then fail to be written. That used to panic the shard (a
+/// failed `eprintln!`), dropping every connection. The broker must stay up
+/// and keep answering, with KAFKA_STORAGE_ERROR for writes.
+#[test]
+fn a_broker_logging_to_the_full_disk_keeps_answering() {
+    let dir = common::tempdir().unwrap();
+    let disk = SmallDisk::make(dir.path());
+    let log = disk.mount.join("broker.log");
+    let port = common::broker::free_port();
+    let out = std::fs::File::create(&log).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_shardlog"))
+        .args(["serve", "--cores", "1", "--metrics-listen", ""])
+        .arg("--listen")
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("--data-dir")
+        .arg(disk.mount.join("data"))
+        .env("SHARDLOG_LOG", "debug")
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .spawn()
+        .unwrap();
+    for _ in 0..200 {
+        if std::fs::read_to_string(&log).unwrap_or_default().contains("listening on") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let mut w = Wire::connect(&format!("127.0.0.1:{port}"));
+    assert_eq!(create_topic(&mut w, TOPIC, 4), 0);
+    let mut rng = Rng::new(23);
+    let mut refused = 0;
+    for i in 0..4000 {
+        let batch = random_batch(&mut rng, 32, 4096).freeze();
+        let (code, _) = produce(&mut w, TOPIC, i % 4, batch, -1);
+        match code {
+            0 => {}
+            56 => refused += 1,
+            other => panic!("produce {i}: error {other}"),
+        }
+        // Well past the point where the log file could grow any more.
+        if refused >= 200 {
+            break;
+        }
+    }
+    assert!(refused >= 200, "the disk filled ({refused} writes refused)");
+    assert!(child.try_wait().unwrap().is_none(), "the broker is still running");
+    // The same connection and a new one are still answered (a small write
+    // may still fit in blocks reserved before; a large one may not).
+    let batch = random_batch(&mut rng, 1, 16).freeze();
+    let code = produce(&mut w, TOPIC, 0, batch, 1).0;
+    assert!(code == 0 || code == 56, "a write on the same connection: {code}");
+    let mut fresh = Wire::connect(&format!("127.0.0.1:{port}"));
+    let mut req = fetch_request(TOPIC, &[(0, 0)], 0, 1);
+    req.topics[0].partitions[0].partition_max_bytes = 1 << 16;
+    let resp: FetchResponse = fresh.call(ApiKey::Fetch, 12, &req);
+    assert_eq!(resp.responses[0].partitions[0].error_code, 0, "a new connection reads what was stored");
+    Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.code().is_some(), "it exited on SIGTERM rather than by a signal: {status:?}");
+}

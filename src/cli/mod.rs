@@ -391,8 +391,12 @@ fn init_logger() {
             m.level() <= log::max_level()
         }
         fn log(&self, r: &log::Record<'_>) {
+            // Never `eprintln!`: it panics when the write fails, and stderr
+            // is often a file on the data disk, which is full exactly when
+            // the broker has the most to say. A lost log line is the lesser harm.
             if self.enabled(r.metadata()) {
-                eprintln!("{:5} {}: {}", r.level(), r.target(), r.args());
+                use std::io::Write;
+                let _ = writeln!(std::io::stderr().lock(), "{:5} {}: {}", r.level(), r.target(), r.args());
             }
         }
         fn flush(&self) {}

@@ -28,6 +28,15 @@ use glommio::{channels::channel_mesh::MeshBuilder, net::TcpListener, LocalExecut
 use crate::shard::{topics::TopicTable, BrokerSettings, Envelope, Shard};
 pub use config::ServeConfig;
 
+/// Prints a start-up line to stdout, ignoring a failed write (`println!`
+/// would panic on it, e.g. when stdout is a file on a full disk).
+macro_rules! banner {
+    ($($arg:tt)*) => {{
+        use std::io::Write;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
 /// Capacity of each shard-to-shard channel: senders wait (backpressure)
 /// rather than queue without bound.
 const MESH_CHANNEL_CAPACITY: usize = 1024;
@@ -124,7 +133,7 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
         std::thread::sleep(Duration::from_millis(2));
     }
     if ready.load(Ordering::Acquire) == cpus.len() {
-        println!(
+        banner!(
             "shardlog: listening on {listen} with {} shard(s) on cores {:?}, data in {}{} (ready in {} ms)",
             cpus.len(),
             cpus,
@@ -154,7 +163,7 @@ fn resource_limits(
     let nofile =
         descriptors::raise_soft_limit().map_err(|e| format!("cannot read or raise the open-files limit: {e}"))?;
     descriptors::check_start(shards, &nofile)?;
-    println!(
+    banner!(
         "shardlog: open-files limit {}{}: up to {} segment files open per shard",
         nofile.soft,
         nofile.raised_from.map_or(String::new(), |b| format!(" (raised from {b})")),
@@ -163,7 +172,7 @@ fn resource_limits(
     let memory = config.memory_budget(shards)?;
     memory.check_start(table.partition_count(), shards)?;
     let per_shard_partitions = table.partition_count().div_ceil(shards as u64);
-    println!(
+    banner!(
         "shardlog: memory budget {} ({shards} shard(s) × {}: requests in flight {}, batch cache up to {}): \
          room for {} partitions ({} on disk)",
         memory::show(memory.total),
@@ -181,7 +190,7 @@ fn disk_reads_per_shard(config: &ServeConfig, shards: usize) -> Result<usize, St
     let Some(path) = &config.io_properties else { return Ok(DISK_READS_PER_SHARD_DEFAULT) };
     let io = crate::iotune::IoProperties::load(path)?;
     let n = io.disk_reads_per_shard(shards);
-    println!(
+    banner!(
         "shardlog: disk profile {} ({:.0} MB/s write, {:.0} MB/s read, fdatasync p99 {} µs): {n} concurrent reads per shard",
         path.display(),
         io.write_bandwidth_mb_per_s,

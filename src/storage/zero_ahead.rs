@@ -25,7 +25,7 @@ use std::{cell::Cell, rc::Rc, time::Instant};
 use glommio::sync::Semaphore;
 
 use crate::{
-    limits::{DMA_ALIGNMENT, PREALLOCATE_MIN_BYTES, ZERO_AHEAD_APPEND_BYTES_PER_S_MAX},
+    limits::{DMA_ALIGNMENT, PREALLOCATE_MIN_BYTES, ZERO_AHEAD_APPEND_BYTES_PER_S_MAX, ZERO_AHEAD_MIN_BYTES},
     storage::{error::StorageError, file::SegmentFile, PartitionName},
 };
 
@@ -123,6 +123,9 @@ impl ZeroAhead {
         if window == 0 || self.retired.get() || self.failed.get() || self.scheduled.get() {
             return;
         }
+        // A young segment (a quiet partition) zeros as much again as it
+        // holds, not the whole window.
+        let window = window.min(head.max(ZERO_AHEAD_MIN_BYTES));
         if self.written.get() >= head + window / 2 {
             return;
         }
