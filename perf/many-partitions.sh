@@ -34,7 +34,7 @@ start() { # start DIR LOG: starts the broker, waits for its banner, records the 
         sleep 0.05
     done
     local ready_ms=$(grep -o 'ready in [0-9]*' "$2" | grep -o '[0-9]*$')
-    echo "{\"step\": \"start\", \"log\": \"$(basename "$2")\", \"wall_seconds\": $(echo "$(date +%s.%N) - $started" | bc), \"ready_ms\": $ready_ms}" | tee -a "$RESULTS"
+    echo "{\"step\": \"start\", \"log\": \"$(basename "$2")\", \"wall_seconds\": $(echo "$(date +%s.%N) - $started" | bc | sed 's/^\./0./'), \"ready_ms\": $ready_ms}" | tee -a "$RESULTS"
 }
 idle() { # idle LABEL: waits for idle files to close, then counts descriptors and RSS
     sleep $((IDLE_CLOSE_MS * 2 / 1000 + 5))

@@ -128,7 +128,7 @@ impl Resource {
             Resource::DiskCapacity => "disk capacity",
             Resource::NetworkIn => "network in",
             Resource::NetworkOut => "network out",
-            Resource::Memory => "memory (batch cache)",
+            Resource::Memory => "memory (batch cache, partition state)",
             Resource::Replication => "replication factor",
         }
     }
@@ -498,11 +498,15 @@ fn network_lines(w: &Workload, b: &Basis) -> [Line; 2] {
     ]
 }
 
-/// Memory for the batch cache: tailing consumers read the last seconds.
+/// Memory for the batch cache (tailing consumers read the last seconds)
+/// and for each partition replica's state, which the broker's memory
+/// budget accounts at `server::memory::PARTITION_STATE_BYTES` each.
 fn memory_line(w: &Workload, b: &Basis) -> Line {
     let (peak, rf, keep) = (b.peak, b.rf, b.keep);
     let shape = &w.machine;
-    let memory_need = peak * rf * w.cache_seconds / 1000.0; // GB
+    let state_gb = crate::server::memory::PARTITION_STATE_BYTES as f64 / 1e9;
+    let partitions_gb = f64::from(w.partitions) * rf * state_gb;
+    let memory_need = peak * rf * w.cache_seconds / 1000.0 + partitions_gb; // GB
     let memory_per = shape.memory_gb * shape.cache_memory_fraction * keep;
     Line {
         resource: Resource::Memory,
@@ -510,10 +514,14 @@ fn memory_line(w: &Workload, b: &Basis) -> Line {
         unit: "GB",
         per_machine: Some(memory_per),
         machines: Some(ceil_div(memory_need, memory_per)),
-        formula: "peak × RF × cache seconds ÷ 1000".into(),
+        formula: "peak × RF × cache seconds ÷ 1000 + partitions × RF × partition state".into(),
         inputs: format!(
-            "{peak:.1} MB/s × {rf} × {} s; per machine {} GB × {} × {keep:.2}",
-            w.cache_seconds, shape.memory_gb, shape.cache_memory_fraction
+            "{peak:.1} MB/s × {rf} × {} s + {} × {rf} × {} KiB; per machine {} GB × {} × {keep:.2}",
+            w.cache_seconds,
+            w.partitions,
+            crate::server::memory::PARTITION_STATE_BYTES >> 10,
+            shape.memory_gb,
+            shape.cache_memory_fraction
         ),
         note: String::new(),
     }
@@ -589,8 +597,10 @@ mod tests {
         assert_eq!(line(&p, Resource::NetworkIn).need, Some(4.8));
         // Capacity: 100 MB/s × 3 × 24 h × 3600 ÷ 1000 × 1.02 = 26438.4 GB.
         assert!((line(&p, Resource::DiskCapacity).need.unwrap() - 26_438.4).abs() < 1e-6);
-        // Memory: 200 × 3 × 10 s ÷ 1000 = 6 GB.
-        assert_eq!(line(&p, Resource::Memory).need, Some(6.0));
+        // Memory: 200 × 3 × 10 s ÷ 1000 = 6 GB, plus 48 × 3 × 16 KiB of
+        // partition state.
+        let state = 48.0 * 3.0 * 16_384.0 / 1e9;
+        assert!((line(&p, Resource::Memory).need.unwrap() - (6.0 + state)).abs() < 1e-9);
         assert!(p.missing.is_empty(), "{:?}", p.missing);
     }
 
@@ -623,7 +633,7 @@ mod tests {
         assert_eq!(line(&p, Resource::DiskWrite).machines, None);
         assert_eq!(p.missing.len(), 2, "{:?}", p.missing);
         // What can be sized from the workload alone still is.
-        assert_eq!(line(&p, Resource::Memory).need, Some(6.0));
+        assert!((line(&p, Resource::Memory).need.unwrap() - (6.0 + 48.0 * 3.0 * 16_384.0 / 1e9)).abs() < 1e-9);
     }
 
     #[test]
