@@ -80,3 +80,46 @@ fn fetch_respects_the_request_max_bytes() {
         batches.len()
     );
 }
+
+/// A fetch of many partitions under a small `max_bytes` reads only what it
+/// can answer: the broker's bytes served (its own counter) grow by about
+/// the budget, not by every partition's `partition_max_bytes`. (Reading
+/// them all and dropping most made a consumer of 5,000 partitions hold
+/// gigabytes and fall behind.)
+#[test]
+fn a_wide_fetch_reads_only_what_fits_its_budget() {
+    const WIDE: &str = "wide";
+    const PARTITIONS: i32 = 40;
+    let dir = common::tempdir().unwrap();
+    let broker = Broker::start(&dir.path().join("data"), 1);
+    let mut w = Wire::connect(&broker.bootstrap());
+    assert_eq!(common::wire::create_topic(&mut w, WIDE, PARTITIONS), 0);
+    let mut rng = common::Rng::new(31);
+    let mut largest = 0;
+    for p in 0..PARTITIONS {
+        let batch = common::random_batch(&mut rng, 64, 2048).freeze();
+        largest = largest.max(batch.len());
+        assert_eq!(common::wire::produce(&mut w, WIDE, p, batch, 1).0, 0, "partition {p}");
+    }
+    let served = || -> f64 {
+        let out = std::process::Command::new("curl").args(["-sf", &broker.metrics_url]).output().unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        text.lines()
+            .filter(|l| l.starts_with("shardlog_partition_bytes_out") && l.contains(WIDE))
+            .map(|l| l.rsplit_once(' ').unwrap().1.parse::<f64>().unwrap())
+            .sum()
+    };
+    let before = served();
+    let all: Vec<(i32, i64)> = (0..PARTITIONS).map(|p| (p, 0)).collect();
+    let mut req = common::wire::fetch_request(WIDE, &all, 0, 0);
+    req.max_bytes = 200_000;
+    let resp: FetchResponse = w.call(ApiKey::Fetch, 12, &req);
+    let answered: usize = resp.responses[0].partitions.iter().map(|p| p.records.as_ref().map_or(0, |r| r.len())).sum();
+    assert_eq!(resp.responses[0].partitions.len(), PARTITIONS as usize, "every partition is echoed");
+    assert!(answered > 0 && answered <= 200_000 + largest, "{answered} bytes answered");
+    let read = served() - before;
+    assert!(
+        read <= (200_000 + 2 * largest) as f64,
+        "{read} bytes read for a 200000-byte answer ({PARTITIONS} partitions of ~{largest} bytes each)"
+    );
+}

@@ -78,7 +78,9 @@ pub enum ShardRequest {
     /// caller sent it, for the cross-shard hop stage.
     Produce { topic: String, partition: i32, batch: BytesMut, durable: bool, sent: Instant },
     /// Read several partitions this shard owns.
-    Read { items: Vec<ReadItem> },
+    /// Reads the items in order until `max_bytes` (the response's budget)
+    /// is taken; the rest are answered without data.
+    Read { items: Vec<ReadItem>, max_bytes: usize },
     /// Answer once any listed partition has data at or after its offset, or
     /// at the deadline (milliseconds from now).
     WaitForData { items: Vec<(String, i32, i64)>, wait_ms: u64 },

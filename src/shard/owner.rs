@@ -79,7 +79,7 @@ impl Shard {
             ShardRequest::Produce { topic, partition, batch, durable, sent } => {
                 self.produce_local(&topic, partition, batch, durable, sent).await
             }
-            ShardRequest::Read { items } => ShardResponse::Read(self.read_local(items).await),
+            ShardRequest::Read { items, max_bytes } => ShardResponse::Read(self.read_local(items, max_bytes).await),
             ShardRequest::WaitForData { items, wait_ms } => {
                 self.wait_for_data(&items, wait_ms).await;
                 ShardResponse::DataReady
@@ -226,9 +226,14 @@ impl Shard {
         }
     }
 
-    async fn read_local(&self, items: Vec<ReadItem>) -> Vec<ReadOutcome> {
+    /// Reads each item in order, each up to what is left of `max_bytes`;
+    /// once that is taken the rest are answered without data, unread (a
+    /// fetch of thousands of partitions would otherwise read megabytes from
+    /// each only to drop them). The first item with data may exceed it.
+    async fn read_local(&self, items: Vec<ReadItem>, max_bytes: usize) -> Vec<ReadOutcome> {
         let mut out = Vec::with_capacity(items.len());
-        for item in items {
+        let mut taken = 0usize;
+        for mut item in items {
             let Some(p) = self.partition(&item.topic, item.partition) else {
                 out.push(ReadOutcome {
                     error: errors::UNKNOWN_TOPIC_OR_PARTITION,
@@ -239,14 +244,22 @@ impl Shard {
                 continue;
             };
             let (high_watermark, log_start) = (p.log.log_end(), p.log.log_start());
+            item.max_bytes = item.max_bytes.min(max_bytes.saturating_sub(taken));
+            if item.max_bytes == 0 && taken > 0 {
+                out.push(ReadOutcome { error: errors::NONE, high_watermark, log_start, chunks: Vec::new() });
+                continue;
+            }
             let _permit = self.reads.acquire_permit(1).await.expect("read permits: never closed");
             let outcome = match p.log.read(item.offset, item.max_bytes).await {
-                Ok(slice) => ReadOutcome {
-                    error: errors::NONE,
-                    high_watermark: slice.log_end,
-                    log_start: slice.log_start,
-                    chunks: slice.chunks,
-                },
+                Ok(slice) => {
+                    taken += slice.chunks.iter().map(|c| c.len()).sum::<usize>();
+                    ReadOutcome {
+                        error: errors::NONE,
+                        high_watermark: slice.log_end,
+                        log_start: slice.log_start,
+                        chunks: slice.chunks,
+                    }
+                }
                 Err(e) => {
                     if !matches!(e, StorageError::OffsetOutOfRange { .. }) {
                         log::warn!("shard {}: read of {} at {}: {e}", self.id, p.log.name(), item.offset);

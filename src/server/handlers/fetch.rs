@@ -125,7 +125,9 @@ async fn read_round(shard: &Rc<Shard>, items: &[ReadItem], max_bytes: usize) -> 
         let shard = shard.clone();
         tasks.push((
             indices,
-            glommio::spawn_local(async move { shard.call(owner, ShardRequest::Read { items: subset }).await }),
+            glommio::spawn_local(
+                async move { shard.call(owner, ShardRequest::Read { items: subset, max_bytes }).await },
+            ),
         ));
     }
     for (indices, task) in tasks {
