@@ -8,7 +8,8 @@
 # and its evictions are read from /metrics at the end of each run.
 #
 # Usage: perf/memory-budget.sh   (about 5 minutes; PARTITIONS=5000
-# BUDGET=2GiB RATE=400000 DURATION=20s by default)
+# BUDGET=2GiB RATE=400000 DURATION=20s WORKLOAD=e2e by default;
+# WORKLOAD=produce RATE=0 is an unthrottled produce, with no reads)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 PORT="${PORT:-19095}"
@@ -17,7 +18,9 @@ PARTITIONS="${PARTITIONS:-5000}"
 BUDGET="${BUDGET:-2GiB}"
 RATE="${RATE:-400000}"
 DURATION="${DURATION:-20s}"
-perf_setup memory-budget
+WORKLOAD="${WORKLOAD:-e2e}"
+perf_setup "memory-budget-$WORKLOAD"
+
 ulimit -n "$(ulimit -Hn)"
 
 run() { # run MODE REP
@@ -33,9 +36,9 @@ run() { # run MODE REP
         sleep 1
     done) >"$OUT/rss-$mode-$rep.txt" &
     local sampler=$!
-    "$BIN" bench e2e --bootstrap "127.0.0.1:$PORT" --topic many --partitions "$PARTITIONS" --record-size 1024 \
+    "$BIN" bench "$WORKLOAD" --bootstrap "127.0.0.1:$PORT" --topic many --partitions "$PARTITIONS" --record-size 1024 \
         --rate "$RATE" --acks 1 --cores "$CLIENT_CORE" --duration "$DURATION" --warmup 3s \
-        --output "$OUT" --name "e2e-$mode-$rep" >"$OUT/e2e-$mode-$rep.txt" 2>&1 || true
+        --output "$OUT" --name "run-$mode-$rep" >"$OUT/run-$mode-$rep.txt" 2>&1 || true
     curl -s "127.0.0.1:$METRICS_PORT/metrics" | grep -E '^shardlog_(memory|batch_cache)' >"$OUT/metrics-$mode-$rep.txt" || true
     kill -TERM "$pid"
     wait "$pid" || true
@@ -49,9 +52,9 @@ for rep in $(seq "$REPS"); do
     done
 done
 rm -rf "$DATA/broker"
-python3 - "$OUT" "$BUDGET" "$PARTITIONS" "$RATE" "$DURATION" "$COMMIT" <<'PY' | tee "$OUT/summary.md"
+python3 - "$OUT" "$BUDGET" "$PARTITIONS" "$RATE" "$DURATION" "$COMMIT" "$WORKLOAD" <<'PY' | tee "$OUT/summary.md"
 import glob, json, os, re, statistics, sys
-d, budget, partitions, rate, duration, commit = sys.argv[1:]
+d, budget, partitions, rate, duration, commit, workload = sys.argv[1:]
 def metric(path, name, label=None):
     total = 0.0
     for line in open(path):
@@ -59,7 +62,7 @@ def metric(path, name, label=None):
             total += float(line.rsplit(" ", 1)[1])
     return total
 print(f"commit {commit}; {os.uname().nodename}, {os.cpu_count()} cores, kernel {os.uname().release}")
-print(f"bench e2e: {partitions} partitions, 1 KiB, acks=1, --rate {rate}, {duration}; one shard; RSS every second\n")
+print(f"bench {workload}: {partitions} partitions, 1 KiB, acks=1, --rate {rate}, {duration}; one shard; RSS every second\n")
 print("| broker | run | peak RSS MiB | msg/s | cache MiB (limit) | evicted MiB | tail-read hit rate |")
 print("|---|---:|---:|---:|---:|---:|---:|")
 peaks = {}
@@ -76,7 +79,7 @@ for mode in ("budget", "default"):
         limit = metric(m, "shardlog_batch_cache_limit_bytes") / 2**20
         evicted = metric(m, "shardlog_batch_cache_evicted_bytes_total") / 2**20
         try:
-            msgs = json.load(open(f"{d}/e2e-{mode}-{rep}.json"))["throughput"]["msgs_per_s"]
+            msgs = json.load(open(f"{d}/run-{mode}-{rep}.json"))["throughput"]["msgs_per_s"]
         except (OSError, KeyError, ValueError):
             msgs = float("nan")
         hit_rate = hits / (hits + misses) if hits + misses else float("nan")

@@ -238,6 +238,27 @@ impl Scrape {
             shards.iter().map(|s| (l(&[shard(s)]), gauge(s.partitions.iter().map(|p| p.cache_bytes as i64).sum()))),
         )?;
         self.encode_memory(e)?;
+        family(
+            e,
+            "shardlog_fetch_sessions",
+            "Incremental fetch sessions (KIP-227) the shard holds.",
+            MetricType::Gauge,
+            shards.iter().map(|s| (l(&[shard(s)]), gauge(s.fetch_sessions.0 as i64))),
+        )?;
+        family(
+            e,
+            "shardlog_fetch_sessions_opened",
+            "Incremental fetch sessions opened.",
+            MetricType::Counter,
+            shards.iter().map(|s| (l(&[shard(s)]), counter(s.fetch_sessions.1))),
+        )?;
+        family(
+            e,
+            "shardlog_fetch_incremental",
+            "Fetches served incrementally, on a session.",
+            MetricType::Counter,
+            shards.iter().map(|s| (l(&[shard(s)]), counter(s.fetch_sessions.2))),
+        )?;
 
         Ok(())
     }

@@ -42,6 +42,8 @@ pub struct ShardSnapshot {
     /// (group, topic, partition, committed offset) coordinated here.
     pub committed: Vec<(String, String, i32, i64)>,
     pub memory: MemorySnapshot,
+    /// Incremental fetch sessions: (held, opened, incremental fetches served).
+    pub fetch_sessions: (u64, u64, u64),
 }
 
 /// A shard's memory budget and what its parts hold (`server::memory`).

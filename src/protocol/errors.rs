@@ -37,6 +37,8 @@ pub const UNKNOWN_PRODUCER_ID: ErrorCode = 59;
 pub const NON_EMPTY_GROUP: ErrorCode = 68;
 pub const GROUP_ID_NOT_FOUND: ErrorCode = 69;
 pub const MEMBER_ID_REQUIRED: ErrorCode = 79;
+pub const FETCH_SESSION_ID_NOT_FOUND: ErrorCode = 70;
+pub const INVALID_FETCH_SESSION_EPOCH: ErrorCode = 71;
 pub const FENCED_LEADER_EPOCH: ErrorCode = 74;
 pub const UNKNOWN_LEADER_EPOCH: ErrorCode = 75;
 pub const FENCED_INSTANCE_ID: ErrorCode = 82;
@@ -86,6 +88,8 @@ mod tests {
             (NON_EMPTY_GROUP, E::NonEmptyGroup),
             (GROUP_ID_NOT_FOUND, E::GroupIdNotFound),
             (MEMBER_ID_REQUIRED, E::MemberIdRequired),
+            (FETCH_SESSION_ID_NOT_FOUND, E::FetchSessionIdNotFound),
+            (INVALID_FETCH_SESSION_EPOCH, E::InvalidFetchSessionEpoch),
             (FENCED_LEADER_EPOCH, E::FencedLeaderEpoch),
             (UNKNOWN_LEADER_EPOCH, E::UnknownLeaderEpoch),
             (FENCED_INSTANCE_ID, E::FencedInstanceId),

@@ -208,9 +208,9 @@ async fn handle_frame(
             return Err("Fetch decoded as another request".into());
         };
         trace.lap(Stage::Decode);
-        let topics = handlers::fetch::handle(shard, req, version).await;
+        let answer = handlers::fetch::handle(shard, req, version).await;
         trace.lap(Stage::Handle);
-        let encoded = crate::server::fetch_encode::encode(correlation_id, version, &topics);
+        let encoded = crate::server::fetch_encode::encode(correlation_id, version, &answer);
         trace.lap(Stage::Encode);
         return Ok(Some(encoded));
     }

@@ -29,7 +29,8 @@ pub struct TopicOut {
 }
 
 /// Encodes a whole response frame (size prefix, header, body) as chunks.
-pub fn encode(correlation_id: i32, version: i16, topics: &[TopicOut]) -> Vec<Chunk> {
+pub fn encode(correlation_id: i32, version: i16, answer: &crate::server::handlers::fetch::FetchAnswer) -> Vec<Chunk> {
+    let topics = &answer.topics;
     let flexible = version >= 12;
     let mut parts: Vec<Chunk> = Vec::new();
     let mut cur = BytesMut::with_capacity(256);
@@ -40,8 +41,8 @@ pub fn encode(correlation_id: i32, version: i16, topics: &[TopicOut]) -> Vec<Chu
     }
     cur.put_i32(0); // throttle_time_ms
     if version >= 7 {
-        cur.put_i16(0); // error_code
-        cur.put_i32(0); // session_id: no fetch sessions
+        cur.put_i16(answer.error);
+        cur.put_i32(answer.session_id);
     }
     put_len(&mut cur, topics.len(), flexible);
     for t in topics {
@@ -115,6 +116,7 @@ fn put_str(buf: &mut BytesMut, s: &str, flexible: bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::server::handlers::fetch::FetchAnswer;
     use bytes::Bytes;
     use kafka_protocol::{
         messages::{
@@ -164,8 +166,13 @@ mod tests {
     }
 
     /// The same response through the protocol crate's encoder.
-    fn reference(correlation_id: i32, version: i16, topics: &[TopicOut]) -> Vec<u8> {
+    fn reference(correlation_id: i32, version: i16, answer: &FetchAnswer) -> Vec<u8> {
+        let topics = &answer.topics;
         let mut r = FetchResponse::default();
+        if version >= 7 {
+            r.error_code = answer.error;
+            r.session_id = answer.session_id;
+        }
         for t in topics {
             let mut ft = FetchableTopicResponse::default();
             ft.topic = TopicName(StrBytes::from_string(t.name.clone()));
@@ -198,18 +205,20 @@ mod tests {
 
     #[test]
     fn matches_the_protocol_crate_for_every_served_version() {
-        let topics = sample();
+        let answer = FetchAnswer { error: 0, session_id: 77, topics: sample() };
         for version in 4..=17 {
-            let ours: Vec<u8> = concat(&encode(99, version, &topics));
-            assert_eq!(ours, reference(99, version, &topics), "fetch response v{version}");
+            let ours: Vec<u8> = concat(&encode(99, version, &answer));
+            assert_eq!(ours, reference(99, version, &answer), "fetch response v{version}");
         }
+        let refused = FetchAnswer { error: 70, session_id: 0, topics: Vec::new() };
+        assert_eq!(concat(&encode(5, 12, &refused)), reference(5, 12, &refused), "a session error");
     }
 
     #[test]
     fn record_chunks_are_passed_through_not_copied() {
-        let topics = sample();
-        let parts = encode(1, 12, &topics);
-        let Chunk::Memory(chunk) = &topics[0].partitions[0].records[0] else { unreachable!() };
+        let answer = FetchAnswer { error: 0, session_id: 0, topics: sample() };
+        let parts = encode(1, 12, &answer);
+        let Chunk::Memory(chunk) = &answer.topics[0].partitions[0].records[0] else { unreachable!() };
         let same_buffer = |p: &Chunk| matches!(p, Chunk::Memory(b) if b.as_ptr() == chunk.as_ptr());
         assert!(parts.iter().any(same_buffer), "the stored buffer itself is in the output");
         let ranges = parts.iter().filter(|p| matches!(p, Chunk::File(r) if r.len == FILE_CHUNK.len())).count();

@@ -9,6 +9,7 @@ pub mod config;
 pub mod connection;
 pub mod descriptors;
 pub mod fetch_encode;
+pub mod fetch_sessions;
 pub mod handlers;
 mod io_workers;
 pub mod memory;

@@ -211,6 +211,7 @@ impl Shard {
             partitions,
             committed: self.groups.committed(),
             memory: self.memory_snapshot(),
+            fetch_sessions: crate::server::fetch_sessions::usage(),
         }
     }
 

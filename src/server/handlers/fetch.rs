@@ -21,7 +21,10 @@ use kafka_protocol::messages::FetchRequest;
 use crate::protocol::errors;
 use crate::{
     limits,
-    server::fetch_encode::{PartitionOut, TopicOut},
+    server::{
+        fetch_encode::{PartitionOut, TopicOut},
+        fetch_sessions,
+    },
     shard::{
         messages::{ReadItem, ReadOutcome},
         router, Shard, ShardId, ShardRequest, ShardResponse,
@@ -40,12 +43,72 @@ struct Named {
     unknown_id: bool,
 }
 
-pub async fn handle(shard: &Rc<Shard>, request: FetchRequest, version: i16) -> Vec<TopicOut> {
+/// What a fetch answers: a top-level error (session errors), the session
+/// id (0: none), and the partitions.
+pub struct FetchAnswer {
+    pub error: i16,
+    pub session_id: i32,
+    pub topics: Vec<TopicOut>,
+}
+
+/// The partitions one fetch reads, and how its answer relates to a session.
+struct Plan {
+    items: Vec<ReadItem>,
+    named: Vec<Named>,
+    /// The session the answer belongs to (0: none).
+    session_id: i32,
+    /// Per item, in an incremental fetch, the high watermark and log start
+    /// last answered: only partitions with something new are answered.
+    only_changed: Vec<Option<(i64, i64)>>,
+}
+
+pub async fn handle(shard: &Rc<Shard>, request: FetchRequest, version: i16) -> FetchAnswer {
     let wait = Duration::from_millis((request.max_wait_ms.max(0) as u64).min(MAX_WAIT_MS_MAX));
     let deadline = Instant::now() + wait;
     let min_bytes = request.min_bytes.max(0) as usize;
     let max_bytes = if request.max_bytes <= 0 { usize::MAX } else { request.max_bytes as usize };
     let max_bytes = max_bytes.min(limits::FETCH_RESPONSE_BYTES_MAX);
+    let (items, named) = requested(shard, &request, version, max_bytes);
+    let plan = match plan_session(shard, &request, version, items, named) {
+        Ok(plan) => plan,
+        Err(error) => return FetchAnswer { error, session_id: 0, topics: Vec::new() },
+    };
+    let Plan { items, named, session_id, only_changed } = plan;
+    loop {
+        let mut outcomes = read_round(shard, &items, max_bytes).await;
+        for (o, n) in outcomes.iter_mut().zip(&named) {
+            if n.unknown_id {
+                o.error = errors::UNKNOWN_TOPIC_ID;
+            }
+        }
+        let total: usize = outcomes.iter().map(ReadOutcome::bytes).sum();
+        let changed = |(o, last): (&ReadOutcome, &Option<(i64, i64)>)| {
+            o.error != errors::NONE || last.is_none_or(|last| last != (o.high_watermark, o.log_start))
+        };
+        let any_error = outcomes.iter().any(|o| o.error != errors::NONE);
+        let now = Instant::now();
+        if total >= min_bytes.max(1) || any_error || now >= deadline {
+            for o in &outcomes {
+                crate::metrics::ShardMetrics::error(&shard.metrics.fetch_errors, o.error);
+            }
+            if session_id != 0 {
+                let answered = items
+                    .iter()
+                    .zip(&outcomes)
+                    .map(|(i, o)| ((i.topic.clone(), i.partition), o.high_watermark, o.log_start));
+                fetch_sessions::remember(session_id, answered.collect::<Vec<_>>());
+            }
+            let keep: Vec<bool> =
+                outcomes.iter().zip(&only_changed).map(|(o, last)| o.bytes() > 0 || changed((o, last))).collect();
+            return FetchAnswer { error: errors::NONE, session_id, topics: respond(&items, &named, outcomes, &keep) };
+        }
+        wait_for_any(shard, &items, deadline - now).await;
+    }
+}
+
+/// The partitions the request names, with their topics as the answer must
+/// name them.
+fn requested(shard: &Rc<Shard>, request: &FetchRequest, version: i16, max_bytes: usize) -> (Vec<ReadItem>, Vec<Named>) {
     let by_id = version >= 13;
     let table = shard.topics();
     let mut named: Vec<Named> = Vec::new();
@@ -77,25 +140,99 @@ pub async fn handle(shard: &Rc<Shard>, request: FetchRequest, version: i16) -> V
             })
         })
         .collect();
-    drop(table);
-    loop {
-        let mut outcomes = read_round(shard, &items, max_bytes).await;
-        for (o, n) in outcomes.iter_mut().zip(&named) {
-            if n.unknown_id {
-                o.error = errors::UNKNOWN_TOPIC_ID;
-            }
+    (items, named)
+}
+
+/// Applies the request's session fields (v7+): no session, a new one (a
+/// full fetch), or an incremental fetch on one, which reads every
+/// partition the session holds after the request's changes.
+fn plan_session(
+    shard: &Rc<Shard>,
+    request: &FetchRequest,
+    version: i16,
+    items: Vec<ReadItem>,
+    named: Vec<Named>,
+) -> Result<Plan, i16> {
+    let (id, epoch) = (request.session_id, request.session_epoch);
+    let full = |items: Vec<ReadItem>, named: Vec<Named>, session_id| {
+        let only_changed = vec![None; items.len()];
+        Plan { items, named, session_id, only_changed }
+    };
+    if version < 7 || epoch == fetch_sessions::FINAL_EPOCH {
+        if id != 0 {
+            fetch_sessions::close(id);
         }
-        let total: usize = outcomes.iter().map(ReadOutcome::bytes).sum();
-        let any_error = outcomes.iter().any(|o| o.error != errors::NONE);
-        let now = Instant::now();
-        if total >= min_bytes.max(1) || any_error || now >= deadline {
-            for o in &outcomes {
-                crate::metrics::ShardMetrics::error(&shard.metrics.fetch_errors, o.error);
-            }
-            return respond(&items, &named, outcomes);
-        }
-        wait_for_any(shard, &items, deadline - now).await;
+        return Ok(full(items, named, 0));
     }
+    if epoch == fetch_sessions::INITIAL_EPOCH {
+        if id != 0 {
+            fetch_sessions::close(id);
+        }
+        let partitions = items.iter().zip(&named).map(|(i, n)| session_entry(i, n)).collect();
+        let session_id = fetch_sessions::open(partitions);
+        return Ok(full(items, named, session_id));
+    }
+    let forgotten = forgotten(shard, request, version);
+    let held = fetch_sessions::with_session(id, epoch, |session| {
+        for key in forgotten {
+            session.partitions.remove(&key);
+        }
+        for (item, n) in items.iter().zip(&named) {
+            let key = (item.topic.clone(), item.partition);
+            match session.partitions.get_mut(&key) {
+                Some(p) => {
+                    p.offset = item.offset;
+                    p.max_bytes = item.max_bytes;
+                }
+                None => {
+                    session.partitions.insert(key, session_entry(item, n).1);
+                }
+            }
+        }
+        session.partitions.iter().map(|(k, p)| (k.clone(), p.clone())).collect::<Vec<_>>()
+    });
+    let held = held.map_err(|e| match e {
+        fetch_sessions::SessionError::NotFound => errors::FETCH_SESSION_ID_NOT_FOUND,
+        fetch_sessions::SessionError::WrongEpoch => errors::INVALID_FETCH_SESSION_EPOCH,
+    })?;
+    let mut plan = Plan { items: Vec::new(), named: Vec::new(), session_id: id, only_changed: Vec::new() };
+    for ((topic, partition), p) in held {
+        plan.named.push(Named { id: p.topic_id, unknown_id: topic.is_empty() });
+        plan.only_changed.push(Some((p.high_watermark, p.log_start)));
+        plan.items.push(ReadItem { topic, partition, offset: p.offset, max_bytes: p.max_bytes });
+    }
+    Ok(plan)
+}
+
+fn session_entry(item: &ReadItem, n: &Named) -> ((String, i32), fetch_sessions::SessionPartition) {
+    let p = fetch_sessions::SessionPartition {
+        topic_id: n.id,
+        offset: item.offset,
+        max_bytes: item.max_bytes,
+        high_watermark: -1,
+        log_start: -1,
+    };
+    ((item.topic.clone(), item.partition), p)
+}
+
+/// The (topic, partition) pairs the request asks its session to forget.
+fn forgotten(shard: &Rc<Shard>, request: &FetchRequest, version: i16) -> Vec<(String, i32)> {
+    let table = shard.topics();
+    let mut out = Vec::new();
+    for t in &request.forgotten_topics_data {
+        let name = if version >= 13 {
+            table
+                .topics
+                .iter()
+                .find(|(_, m)| uuid::Uuid::from_bytes(m.id_bytes()) == t.topic_id)
+                .map(|(n, _)| n.clone())
+        } else {
+            Some(t.topic.0.to_string())
+        };
+        let name = name.unwrap_or_default();
+        out.extend(t.partitions.iter().map(|&p| (name.clone(), p)));
+    }
+    out
 }
 
 /// Reads every item from its owner (owners in parallel) and trims the
@@ -190,9 +327,11 @@ async fn wait_for_any(shard: &Rc<Shard>, items: &[ReadItem], wait: Duration) {
     .await;
 }
 
-fn respond(items: &[ReadItem], named: &[Named], outcomes: Vec<ReadOutcome>) -> Vec<TopicOut> {
+/// The answer's topics and partitions, in request (or session) order; an
+/// incremental fetch leaves out the partitions `keep` says have nothing new.
+fn respond(items: &[ReadItem], named: &[Named], outcomes: Vec<ReadOutcome>, keep: &[bool]) -> Vec<TopicOut> {
     let mut topics: Vec<TopicOut> = Vec::new();
-    for ((item, n), o) in items.iter().zip(named).zip(outcomes) {
+    for (((item, n), o), _) in items.iter().zip(named).zip(outcomes).zip(keep).filter(|(_, &k)| k) {
         let p = PartitionOut {
             partition: item.partition,
             error: o.error,

@@ -1,0 +1,177 @@
+//! Incremental fetch sessions (KIP-227, Fetch v7+).
+//!
+//! A consumer of thousands of partitions need not send them all in every
+//! fetch, nor hear about all of them in every answer. It opens a session
+//! with a full fetch (epoch 0); the broker remembers the partitions with
+//! their offsets and answers with a session id. Each later fetch (epoch
+//! 1, 2, …) names only partitions whose offset or size changed, plus those
+//! to forget, and the answer carries only partitions with something new:
+//! records, a moved high watermark or log start, or an error.
+//!
+//! Sessions live on the shard whose connection opened them (thread-local,
+//! no lock); a fetch for a session on another connection's shard is told
+//! FETCH_SESSION_ID_NOT_FOUND and the client starts a new one, as clients
+//! do after any session error. The cache holds at most
+//! `FETCH_SESSIONS_PER_SHARD`; past it the least recently used goes.
+
+use std::{
+    cell::RefCell,
+    collections::{BTreeMap, HashMap},
+};
+
+/// Sessions one shard keeps (Kafka's `max.incremental.fetch.session.cache.slots`
+/// is 1,000 per broker).
+pub const FETCH_SESSIONS_PER_SHARD: usize = 1_000;
+
+/// Epoch that asks for a full fetch and a new session.
+pub const INITIAL_EPOCH: i32 = 0;
+/// Epoch of a sessionless fetch, or one that closes its session.
+pub const FINAL_EPOCH: i32 = -1;
+
+/// A partition in a session: what the client last asked for, and what the
+/// broker last told it.
+#[derive(Debug, Clone)]
+pub struct SessionPartition {
+    pub topic_id: uuid::Uuid,
+    pub offset: i64,
+    pub max_bytes: usize,
+    /// Last answered high watermark and log start (-1: never answered).
+    pub high_watermark: i64,
+    pub log_start: i64,
+}
+
+/// One session's partitions, by (topic, partition), and its next epoch.
+#[derive(Debug)]
+pub struct Session {
+    pub next_epoch: i32,
+    pub partitions: BTreeMap<(String, i32), SessionPartition>,
+    /// The cache's tick when last used (for least-recently-used eviction).
+    used: u64,
+}
+
+#[derive(Default)]
+struct Cache {
+    sessions: HashMap<i32, Session>,
+    next_id: i32,
+    tick: u64,
+    opened: u64,
+    incremental: u64,
+}
+
+thread_local! {
+    static CACHE: RefCell<Cache> = RefCell::new(Cache { next_id: 1, ..Default::default() });
+}
+
+/// Why an incremental fetch cannot be served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionError {
+    NotFound,
+    WrongEpoch,
+}
+
+/// Opens a session holding `partitions`; returns its id.
+pub fn open(partitions: BTreeMap<(String, i32), SessionPartition>) -> i32 {
+    CACHE.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.sessions.len() >= FETCH_SESSIONS_PER_SHARD {
+            if let Some(oldest) = c.sessions.iter().min_by_key(|(_, s)| s.used).map(|(id, _)| *id) {
+                c.sessions.remove(&oldest);
+            }
+        }
+        // Ids are unique among live sessions and never 0 (no session).
+        let mut id = c.next_id;
+        while id <= 0 || c.sessions.contains_key(&id) {
+            id = id.wrapping_add(1).max(1);
+        }
+        c.next_id = id.wrapping_add(1).max(1);
+        c.opened += 1;
+        c.tick += 1;
+        let used = c.tick;
+        c.sessions.insert(id, Session { next_epoch: 1, partitions, used });
+        id
+    })
+}
+
+/// Closes a session (an epoch of 0 or -1 with its id).
+pub fn close(id: i32) {
+    CACHE.with(|c| c.borrow_mut().sessions.remove(&id));
+}
+
+/// Runs `f` on session `id` if `epoch` is the one it expects next; the
+/// epoch then moves on (skipping 0, which opens sessions).
+pub fn with_session<T>(id: i32, epoch: i32, f: impl FnOnce(&mut Session) -> T) -> Result<T, SessionError> {
+    CACHE.with(|c| {
+        let mut c = c.borrow_mut();
+        c.tick += 1;
+        let tick = c.tick;
+        let session = c.sessions.get_mut(&id).ok_or(SessionError::NotFound)?;
+        if session.next_epoch != epoch {
+            return Err(SessionError::WrongEpoch);
+        }
+        session.next_epoch = epoch.wrapping_add(1).max(1);
+        session.used = tick;
+        let out = f(session);
+        c.incremental += 1;
+        Ok(out)
+    })
+}
+
+/// Puts the answered high watermark and log start back into a session, so
+/// the next incremental fetch answers only what moved.
+pub fn remember(id: i32, answered: impl IntoIterator<Item = ((String, i32), i64, i64)>) {
+    CACHE.with(|c| {
+        if let Some(session) = c.borrow_mut().sessions.get_mut(&id) {
+            for (key, high_watermark, log_start) in answered {
+                if let Some(p) = session.partitions.get_mut(&key) {
+                    p.high_watermark = high_watermark;
+                    p.log_start = log_start;
+                }
+            }
+        }
+    })
+}
+
+/// (sessions held, sessions opened, incremental fetches served), for `/metrics`.
+pub fn usage() -> (u64, u64, u64) {
+    CACHE.with(|c| {
+        let c = c.borrow();
+        (c.sessions.len() as u64, c.opened, c.incremental)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(offset: i64) -> BTreeMap<(String, i32), SessionPartition> {
+        let p =
+            SessionPartition { topic_id: uuid::Uuid::nil(), offset, max_bytes: 100, high_watermark: -1, log_start: -1 };
+        BTreeMap::from([(("t".to_string(), 0), p)])
+    }
+
+    #[test]
+    fn epochs_advance_and_a_wrong_one_or_closed_session_is_refused() {
+        let id = open(one(5));
+        assert!(id > 0);
+        assert_eq!(with_session(id, 2, |_| ()), Err(SessionError::WrongEpoch));
+        assert_eq!(with_session(id, 1, |s| s.partitions.len()), Ok(1));
+        remember(id, [(("t".to_string(), 0), 9, 0)]);
+        assert_eq!(with_session(id, 2, |s| s.partitions[&("t".to_string(), 0)].high_watermark), Ok(9));
+        assert_eq!(with_session(id, 2, |_| ()), Err(SessionError::WrongEpoch), "an epoch is used once");
+        close(id);
+        assert_eq!(with_session(id, 3, |_| ()), Err(SessionError::NotFound));
+        let other = open(one(0));
+        assert_ne!(other, id, "ids are not reused at once");
+    }
+
+    #[test]
+    fn the_least_recently_used_session_goes_when_the_cache_is_full() {
+        let first = open(one(0));
+        let ids: Vec<i32> = (1..FETCH_SESSIONS_PER_SHARD).map(|_| open(one(0))).collect();
+        // Use the first, so the second is now the oldest.
+        with_session(first, 1, |_| ()).unwrap();
+        let _newest = open(one(0));
+        assert!(with_session(first, 2, |_| ()).is_ok(), "recently used: kept");
+        assert_eq!(with_session(ids[0], 1, |_| ()), Err(SessionError::NotFound), "least recently used: evicted");
+    }
+}
