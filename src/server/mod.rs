@@ -317,7 +317,14 @@ async fn run_shard(start: ShardStart) -> Result<(), String> {
     shard.fit_cache();
     crate::storage::open_files::set_limit(shard.settings.open_files_per_shard as usize);
     crate::shard::maintenance::spawn_idle_file_closer(&shard, shard.settings.idle_files_every);
-    shard.apply_topics(table).await;
+    let failed = shard.apply_topics(table).await;
+    if let Some((topic, partition, cause)) = failed.first() {
+        log::error!(
+            "shard {}: {} partition(s) on disk could not be opened and are not served, first {topic}-{partition}: {cause}",
+            shard.id,
+            failed.len()
+        );
+    }
     crate::shard::group_glue::load_groups(&shard).await;
     crate::shard::group_glue::spawn_offset_expiry(&shard);
     crate::shard::maintenance::spawn_log_maintenance(&shard, maintenance_every);

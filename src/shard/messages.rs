@@ -128,7 +128,8 @@ pub enum ShardResponse {
         timestamp: i64,
     },
     Topics(Vec<TopicOutcome>),
-    Applied,
+    /// Partitions the shard could not open: (topic, partition, cause).
+    Applied(Vec<(String, i32, String)>),
     Group(crate::groups::GroupAnswer),
     ProducerId(Result<i64, String>),
     Metrics(Box<crate::metrics::snapshot::ShardSnapshot>),

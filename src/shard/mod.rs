@@ -15,6 +15,7 @@ pub mod topics;
 pub mod group_glue;
 pub mod maintenance;
 mod owner;
+mod topic_admin;
 
 use std::{
     cell::{Cell, RefCell},

@@ -12,7 +12,7 @@ use crate::{
     metrics::stages::AppendStages,
     protocol::record_batch::BatchError,
     shard::{
-        messages::{ConfigChange, NewPartitions, NewTopic, ReadItem, ReadOutcome, TopicOutcome},
+        messages::{ReadItem, ReadOutcome},
         notify::Waiter,
         router,
         topics::{self, TopicMeta, TopicTable},
@@ -22,10 +22,6 @@ use crate::{
         producers::SequenceError, AppendTimings, Clock, Durability, Faults, PartitionLog, PartitionName, StorageError,
     },
 };
-
-/// Most partitions one CreateTopics may ask for in a topic. Each partition is
-/// a directory and open files; this keeps one request from exhausting them.
-const PARTITIONS_PER_TOPIC_MAX: i32 = 10_000;
 
 /// The end of the current block of producer ids, in the data directory.
 const PRODUCER_IDS_FILE: &str = "producer-ids";
@@ -101,10 +97,7 @@ impl Shard {
             }
             ShardRequest::DeleteTopics { names } => ShardResponse::Topics(self.delete_topics(names).await),
             ShardRequest::Metrics => ShardResponse::Metrics(Box::new(self.metrics_snapshot())),
-            ShardRequest::ApplyTopics { table } => {
-                self.apply_topics(table).await;
-                ShardResponse::Applied
-            }
+            ShardRequest::ApplyTopics { table } => ShardResponse::Applied(self.apply_topics(table).await),
             ShardRequest::Group(call) => ShardResponse::Group(self.groups.handle(call).await),
             ShardRequest::AllocateProducerId => ShardResponse::ProducerId(self.allocate_producer_id().await),
         }
@@ -337,242 +330,10 @@ impl Shard {
         }
     }
 
-    /// Controller only: validates, persists and announces new topics.
-    async fn create_topics(self: &Rc<Self>, requested: Vec<NewTopic>, validate_only: bool) -> Vec<TopicOutcome> {
-        debug_assert_eq!(self.id, router::CONTROLLER);
-        let _permit = self.controller_permit.acquire_permit(1).await.expect("controller permit: never closed");
-        let mut table = (*self.topics()).clone();
-        let mut outcomes = Vec::new();
-        let mut changed = false;
-        for t in requested {
-            let partitions = if t.partitions == -1 { self.settings.default_partitions } else { t.partitions };
-            let mut outcome =
-                TopicOutcome { name: t.name.clone(), error: errors::NONE, message: None, id: [0; 16], partitions };
-            let configs: std::collections::BTreeMap<String, String> = t.configs.into_iter().collect();
-            let check = if let Err(m) = topics::validate_topic_name(&t.name) {
-                Err((errors::INVALID_TOPIC_EXCEPTION, m))
-            } else if table.topics.contains_key(&t.name) {
-                Err((errors::TOPIC_ALREADY_EXISTS, format!("topic {} already exists", t.name)))
-            } else if !(1..=PARTITIONS_PER_TOPIC_MAX).contains(&partitions) {
-                Err((
-                    errors::INVALID_PARTITIONS,
-                    format!("partitions must be 1..={PARTITIONS_PER_TOPIC_MAX}, got {partitions}"),
-                ))
-            } else if let Err(m) = self.room_for(&table, partitions) {
-                Err((errors::POLICY_VIOLATION, m))
-            } else if !(t.replication_factor == -1 || t.replication_factor == 1) {
-                Err((
-                    errors::INVALID_REPLICATION_FACTOR,
-                    format!("replication factor {} > 1 needs more brokers; this cluster has 1", t.replication_factor),
-                ))
-            } else if let Err(m) = topics::log_config(&configs) {
-                Err((errors::INVALID_CONFIG, m))
-            } else {
-                Ok(())
-            };
-            match check {
-                Err((code, message)) => {
-                    outcome.error = code;
-                    outcome.message = Some(message);
-                }
-                Ok(()) if validate_only => {}
-                Ok(()) => {
-                    let meta = TopicMeta {
-                        id: topics::new_topic_id(),
-                        shards: router::assign(&t.name, partitions, self.count),
-                        configs,
-                        internal: false,
-                    };
-                    outcome.id = meta.id_bytes();
-                    table.topics.insert(t.name.clone(), meta);
-                    changed = true;
-                }
-            }
-            outcomes.push(outcome);
-        }
-        if changed {
-            self.publish_or_fail(table, &mut outcomes).await;
-        }
-        outcomes
-    }
-
-    /// Whether `more` partitions fit beside those in `table` within the
-    /// broker's open-files limit.
-    fn room_for(&self, table: &TopicTable, more: i32) -> Result<(), String> {
-        let (have, max) = (table.partition_count(), self.settings.max_partitions);
-        if have + more.max(0) as u64 <= max {
-            return Ok(());
-        }
-        Err(format!(
-            "{more} more partitions would make {} on this broker, and its memory budget leaves room for {max} \
-             ({} of state each); raise --memory and restart the broker",
-            have + more.max(0) as u64,
-            crate::server::memory::show(crate::server::memory::PARTITION_STATE_BYTES)
-        ))
-    }
-
-    /// Controller only: grows topics to more partitions. Existing partitions
-    /// keep their shards; the new ones are placed as if the topic had been
-    /// created with the new count.
-    async fn create_partitions(
-        self: &Rc<Self>,
-        requested: Vec<NewPartitions>,
-        validate_only: bool,
-    ) -> Vec<TopicOutcome> {
-        debug_assert_eq!(self.id, router::CONTROLLER);
-        let _permit = self.controller_permit.acquire_permit(1).await.expect("controller permit: never closed");
-        let mut table = (*self.topics()).clone();
-        let mut outcomes = Vec::new();
-        let mut changed = false;
-        for t in requested {
-            let mut outcome = TopicOutcome {
-                name: t.name.clone(),
-                error: errors::NONE,
-                message: None,
-                id: [0; 16],
-                partitions: t.count,
-            };
-            let grows_by = table.topics.get(&t.name).map_or(0, |m| t.count - m.partitions());
-            let check = check_new_partitions(&table, &t)
-                .and_then(|()| self.room_for(&table, grows_by).map_err(|m| (errors::POLICY_VIOLATION, m)));
-            match check {
-                Err((code, message)) => {
-                    outcome.error = code;
-                    outcome.message = Some(message);
-                }
-                Ok(()) if validate_only => {}
-                Ok(()) => {
-                    let meta = table.topics.get_mut(&t.name).expect("checked: the topic exists");
-                    let placed = router::assign(&t.name, t.count, self.count);
-                    let have = meta.shards.len();
-                    meta.shards.extend_from_slice(&placed[have..]);
-                    outcome.id = meta.id_bytes();
-                    changed = true;
-                }
-            }
-            outcomes.push(outcome);
-        }
-        if changed {
-            self.publish_or_fail(table, &mut outcomes).await;
-        }
-        outcomes
-    }
-
-    /// Controller only: checks, persists and publishes topic config changes;
-    /// the owners reopen the changed topics' partitions with their new
-    /// settings (`apply_topics`).
-    async fn alter_configs(self: &Rc<Self>, changes: Vec<ConfigChange>, validate_only: bool) -> Vec<TopicOutcome> {
-        debug_assert_eq!(self.id, router::CONTROLLER);
-        let _permit = self.controller_permit.acquire_permit(1).await.expect("controller permit: never closed");
-        let mut table = (*self.topics()).clone();
-        let mut outcomes = Vec::new();
-        let mut changed = false;
-        for change in changes {
-            let mut outcome = TopicOutcome {
-                name: change.topic.clone(),
-                error: errors::NONE,
-                message: None,
-                id: [0; 16],
-                partitions: 0,
-            };
-            let result = match table.topics.get(&change.topic) {
-                None => Err((errors::UNKNOWN_TOPIC_OR_PARTITION, format!("topic {} does not exist", change.topic))),
-                Some(meta) if meta.internal => Err((
-                    errors::INVALID_REQUEST,
-                    format!("{} is an internal topic; its configs are the broker's", change.topic),
-                )),
-                Some(meta) => topics::changed_configs(&meta.configs, &change)
-                    .and_then(|configs| topics::log_config(&configs).map(|_| configs))
-                    .map_err(|m| (errors::INVALID_CONFIG, format!("topic {}: {m}", change.topic))),
-            };
-            match result {
-                Err((code, message)) => {
-                    outcome.error = code;
-                    outcome.message = Some(message);
-                }
-                Ok(_) if validate_only => {}
-                Ok(configs) => {
-                    let meta = table.topics.get_mut(&change.topic).expect("checked: the topic exists");
-                    changed |= meta.configs != configs;
-                    meta.configs = configs;
-                }
-            }
-            outcomes.push(outcome);
-        }
-        if changed {
-            self.publish_or_fail(table, &mut outcomes).await;
-        }
-        outcomes
-    }
-
-    /// Controller only: removes topics, then their partitions' files.
-    async fn delete_topics(self: &Rc<Self>, names: Vec<String>) -> Vec<TopicOutcome> {
-        let _permit = self.controller_permit.acquire_permit(1).await.expect("controller permit: never closed");
-        let mut table = (*self.topics()).clone();
-        let mut outcomes = Vec::new();
-        for name in names {
-            let mut o =
-                TopicOutcome { name: name.clone(), error: errors::NONE, message: None, id: [0; 16], partitions: 0 };
-            if table.topics.get(&name).is_some_and(|m| m.internal) {
-                o.error = errors::INVALID_TOPIC_EXCEPTION;
-                o.message = Some(format!("{name} is an internal topic and cannot be deleted"));
-                outcomes.push(o);
-                continue;
-            }
-            match table.topics.remove(&name) {
-                Some(meta) => {
-                    o.id = meta.id_bytes();
-                    o.partitions = meta.partitions();
-                }
-                None => {
-                    o.error = errors::UNKNOWN_TOPIC_OR_PARTITION;
-                    o.message = Some(format!("topic {name} does not exist"));
-                }
-            }
-            outcomes.push(o);
-        }
-        if outcomes.iter().any(|o| o.error == errors::NONE) {
-            self.publish_or_fail(table, &mut outcomes).await;
-        }
-        outcomes
-    }
-
-    /// Publishes `table`; if that fails, every outcome that had succeeded
-    /// carries the storage error instead.
-    async fn publish_or_fail(self: &Rc<Self>, table: TopicTable, outcomes: &mut [TopicOutcome]) {
-        if let Err(e) = self.publish(table).await {
-            for o in outcomes.iter_mut().filter(|o| o.error == errors::NONE) {
-                o.error = errors::KAFKA_STORAGE_ERROR;
-                o.message = Some(e.clone());
-            }
-        }
-    }
-
-    /// Persists the table, then has every shard apply it.
-    async fn publish(self: &Rc<Self>, table: TopicTable) -> Result<(), String> {
-        let dir = self.settings.data_dir.clone();
-        let to_save = table.clone();
-        glommio::executor()
-            .spawn_blocking(move || to_save.save(&dir))
-            .await
-            .map_err(|e| format!("cannot persist topic metadata: {e}"))?;
-        let table = Arc::new(table);
-        let mut tasks = Vec::new();
-        for target in 0..self.count {
-            let (shard, table) = (self.clone(), table.clone());
-            tasks.push(glommio::spawn_local(
-                async move { shard.call(target, ShardRequest::ApplyTopics { table }).await },
-            ));
-        }
-        for t in tasks {
-            t.await;
-        }
-        Ok(())
-    }
-
     /// Takes a new topic table: opens partitions newly assigned here, closes
-    /// (and for deleted topics removes) the ones no longer here.
-    pub async fn apply_topics(&self, table: Arc<TopicTable>) {
+    /// (and for deleted topics or partitions removes) the ones no longer
+    /// here. Returns the partitions that could not be opened, with why.
+    pub async fn apply_topics(&self, table: Arc<TopicTable>) -> Vec<(String, i32, String)> {
         let before = std::mem::replace(&mut *self.topics.borrow_mut(), table.clone());
         let open: Vec<(String, i32)> = self.partitions.borrow().keys();
         for (topic, partition) in open {
@@ -582,8 +343,9 @@ impl Shard {
             );
             if reconfigured || router::owner(&table, &topic, partition, self.count) != Some(self.id) {
                 let removed = self.partitions.borrow_mut().remove(&topic, partition);
+                let still_there = table.topics.get(&topic).is_some_and(|m| partition < m.partitions());
                 if let Some(p) = removed {
-                    self.retire_partition(p, table.topics.contains_key(&topic)).await;
+                    self.retire_partition(p, still_there).await;
                 }
             }
         }
@@ -596,14 +358,23 @@ impl Shard {
                 .map(move |p| (name, p, meta))
         });
         let to_open: Vec<_> = to_open.collect();
+        let failed = std::cell::RefCell::new(Vec::new());
         super::concurrent::for_each_bounded(
-            to_open.into_iter().map(|(name, p, meta)| self.open_partition(name, p, meta)),
+            to_open.into_iter().map(|(name, p, meta)| {
+                let failed = &failed;
+                async move {
+                    if let Err(cause) = self.open_partition(name, p, meta).await {
+                        failed.borrow_mut().push((name.clone(), p, cause));
+                    }
+                }
+            }),
             crate::limits::PARTITION_OPENS_AT_ONCE,
         )
         .await;
+        failed.into_inner()
     }
 
-    async fn open_partition(&self, topic: &str, partition: i32, meta: &TopicMeta) {
+    async fn open_partition(&self, topic: &str, partition: i32, meta: &TopicMeta) -> Result<(), String> {
         let name = format!("{topic}-{partition}");
         let dir = self.settings.data_dir.join(&name);
         let mut config = match topics::log_config(&meta.configs) {
@@ -622,18 +393,24 @@ impl Shard {
                 let p = Rc::new(Partition { log, appended: Default::default() });
                 self.partitions.borrow_mut().insert(topic, partition, p);
                 self.fit_cache();
+                Ok(())
             }
-            Err(e) => log::error!("shard {}: cannot open partition {name}: {e}", self.id),
+            Err(e) => {
+                log::error!("shard {}: cannot open partition {name}: {e}", self.id);
+                Err(e.to_string())
+            }
         }
     }
 
-    async fn retire_partition(&self, p: Rc<Partition>, topic_still_exists: bool) {
+    /// Closes a partition; `still_there` false (its topic deleted, or the
+    /// partition undone) also removes its files.
+    async fn retire_partition(&self, p: Rc<Partition>, still_there: bool) {
         if let Err(e) = p.log.close().await {
             log::warn!("shard {}: closing {}: {e}", self.id, p.log.name());
         }
         p.appended.notify_all();
         self.fit_cache();
-        if !topic_still_exists {
+        if !still_there {
             let dir = self.settings.data_dir.join(&p.log.name().0);
             let result = glommio::executor().spawn_blocking(move || std::fs::remove_dir_all(&dir)).await;
             if let Err(e) = result {
@@ -641,41 +418,6 @@ impl Shard {
             }
         }
     }
-}
-
-/// Why a CreatePartitions request for one topic is refused, as Kafka says it.
-fn check_new_partitions(table: &TopicTable, t: &NewPartitions) -> Result<(), (ErrorCode, String)> {
-    let Some(meta) = table.topics.get(&t.name) else {
-        return Err((errors::UNKNOWN_TOPIC_OR_PARTITION, format!("topic {} does not exist", t.name)));
-    };
-    if meta.internal {
-        // Group placement hashes over the internal topic's partition count.
-        return Err((errors::INVALID_PARTITIONS, format!("{} is an internal topic; its partitions are fixed", t.name)));
-    }
-    if t.count <= meta.partitions() {
-        return Err((
-            errors::INVALID_PARTITIONS,
-            format!(
-                "topic {} currently has {} partitions, which is higher than or equal to the requested {}",
-                t.name,
-                meta.partitions(),
-                t.count
-            ),
-        ));
-    }
-    if t.count > PARTITIONS_PER_TOPIC_MAX {
-        return Err((
-            errors::INVALID_PARTITIONS,
-            format!("partitions must be at most {PARTITIONS_PER_TOPIC_MAX}, got {}", t.count),
-        ));
-    }
-    if t.replicas_per_partition > 1 {
-        return Err((
-            errors::INVALID_REPLICA_ASSIGNMENT,
-            format!("an assignment of {} replicas needs more brokers; this cluster has 1", t.replicas_per_partition),
-        ));
-    }
-    Ok(())
 }
 
 /// ListOffsets' MAX_TIMESTAMP (KIP-734, v7+): the record with the largest

@@ -1,0 +1,335 @@
+//! What the controller shard does with topic changes: CreateTopics,
+//! CreatePartitions, AlterConfigs and DeleteTopics are checked, persisted
+//! and published to every shard; a change whose partitions do not all open
+//! is undone.
+
+use std::{rc::Rc, sync::Arc};
+
+use crate::protocol::errors::{self, ErrorCode};
+use crate::shard::{
+    messages::{ConfigChange, NewPartitions, NewTopic, TopicOutcome},
+    router,
+    topics::{self, TopicMeta, TopicTable},
+    Shard, ShardRequest, ShardResponse,
+};
+
+/// Most partitions one CreateTopics may ask for in a topic. Each partition is
+/// a directory and open files; this keeps one request from exhausting them.
+const PARTITIONS_PER_TOPIC_MAX: i32 = 10_000;
+
+impl Shard {
+    /// Controller only: validates, persists and announces new topics.
+    pub(super) async fn create_topics(
+        self: &Rc<Self>,
+        requested: Vec<NewTopic>,
+        validate_only: bool,
+    ) -> Vec<TopicOutcome> {
+        debug_assert_eq!(self.id, router::CONTROLLER);
+        let _permit = self.controller_permit.acquire_permit(1).await.expect("controller permit: never closed");
+        let mut table = (*self.topics()).clone();
+        let mut outcomes = Vec::new();
+        let mut changed = false;
+        for t in requested {
+            let partitions = if t.partitions == -1 { self.settings.default_partitions } else { t.partitions };
+            let mut outcome =
+                TopicOutcome { name: t.name.clone(), error: errors::NONE, message: None, id: [0; 16], partitions };
+            let configs: std::collections::BTreeMap<String, String> = t.configs.into_iter().collect();
+            let check = if let Err(m) = topics::validate_topic_name(&t.name) {
+                Err((errors::INVALID_TOPIC_EXCEPTION, m))
+            } else if table.topics.contains_key(&t.name) {
+                Err((errors::TOPIC_ALREADY_EXISTS, format!("topic {} already exists", t.name)))
+            } else if !(1..=PARTITIONS_PER_TOPIC_MAX).contains(&partitions) {
+                Err((
+                    errors::INVALID_PARTITIONS,
+                    format!("partitions must be 1..={PARTITIONS_PER_TOPIC_MAX}, got {partitions}"),
+                ))
+            } else if let Err(m) = self.room_for(&table, partitions) {
+                Err((errors::POLICY_VIOLATION, m))
+            } else if !(t.replication_factor == -1 || t.replication_factor == 1) {
+                Err((
+                    errors::INVALID_REPLICATION_FACTOR,
+                    format!("replication factor {} > 1 needs more brokers; this cluster has 1", t.replication_factor),
+                ))
+            } else if let Err(m) = topics::log_config(&configs) {
+                Err((errors::INVALID_CONFIG, m))
+            } else {
+                Ok(())
+            };
+            match check {
+                Err((code, message)) => {
+                    outcome.error = code;
+                    outcome.message = Some(message);
+                }
+                Ok(()) if validate_only => {}
+                Ok(()) => {
+                    let meta = TopicMeta {
+                        id: topics::new_topic_id(),
+                        shards: router::assign(&t.name, partitions, self.count),
+                        configs,
+                        internal: false,
+                    };
+                    outcome.id = meta.id_bytes();
+                    table.topics.insert(t.name.clone(), meta);
+                    changed = true;
+                }
+            }
+            outcomes.push(outcome);
+        }
+        if changed {
+            self.publish_or_fail(table, &mut outcomes).await;
+        }
+        outcomes
+    }
+
+    /// Whether `more` partitions fit beside those in `table` within the
+    /// broker's open-files limit.
+    fn room_for(&self, table: &TopicTable, more: i32) -> Result<(), String> {
+        let (have, max) = (table.partition_count(), self.settings.max_partitions);
+        if have + more.max(0) as u64 <= max {
+            return Ok(());
+        }
+        Err(format!(
+            "{more} more partitions would make {} on this broker, and its memory budget leaves room for {max} \
+             ({} of state each); raise --memory and restart the broker",
+            have + more.max(0) as u64,
+            crate::server::memory::show(crate::server::memory::PARTITION_STATE_BYTES)
+        ))
+    }
+
+    /// Controller only: grows topics to more partitions. Existing partitions
+    /// keep their shards; the new ones are placed as if the topic had been
+    /// created with the new count.
+    pub(super) async fn create_partitions(
+        self: &Rc<Self>,
+        requested: Vec<NewPartitions>,
+        validate_only: bool,
+    ) -> Vec<TopicOutcome> {
+        debug_assert_eq!(self.id, router::CONTROLLER);
+        let _permit = self.controller_permit.acquire_permit(1).await.expect("controller permit: never closed");
+        let mut table = (*self.topics()).clone();
+        let mut outcomes = Vec::new();
+        let mut changed = false;
+        for t in requested {
+            let mut outcome = TopicOutcome {
+                name: t.name.clone(),
+                error: errors::NONE,
+                message: None,
+                id: [0; 16],
+                partitions: t.count,
+            };
+            let grows_by = table.topics.get(&t.name).map_or(0, |m| t.count - m.partitions());
+            let check = check_new_partitions(&table, &t)
+                .and_then(|()| self.room_for(&table, grows_by).map_err(|m| (errors::POLICY_VIOLATION, m)));
+            match check {
+                Err((code, message)) => {
+                    outcome.error = code;
+                    outcome.message = Some(message);
+                }
+                Ok(()) if validate_only => {}
+                Ok(()) => {
+                    let meta = table.topics.get_mut(&t.name).expect("checked: the topic exists");
+                    let placed = router::assign(&t.name, t.count, self.count);
+                    let have = meta.shards.len();
+                    meta.shards.extend_from_slice(&placed[have..]);
+                    outcome.id = meta.id_bytes();
+                    changed = true;
+                }
+            }
+            outcomes.push(outcome);
+        }
+        if changed {
+            self.publish_or_fail(table, &mut outcomes).await;
+        }
+        outcomes
+    }
+
+    /// Controller only: checks, persists and publishes topic config changes;
+    /// the owners reopen the changed topics' partitions with their new
+    /// settings (`apply_topics`).
+    pub(super) async fn alter_configs(
+        self: &Rc<Self>,
+        changes: Vec<ConfigChange>,
+        validate_only: bool,
+    ) -> Vec<TopicOutcome> {
+        debug_assert_eq!(self.id, router::CONTROLLER);
+        let _permit = self.controller_permit.acquire_permit(1).await.expect("controller permit: never closed");
+        let mut table = (*self.topics()).clone();
+        let mut outcomes = Vec::new();
+        let mut changed = false;
+        for change in changes {
+            let mut outcome = TopicOutcome {
+                name: change.topic.clone(),
+                error: errors::NONE,
+                message: None,
+                id: [0; 16],
+                partitions: 0,
+            };
+            let result = match table.topics.get(&change.topic) {
+                None => Err((errors::UNKNOWN_TOPIC_OR_PARTITION, format!("topic {} does not exist", change.topic))),
+                Some(meta) if meta.internal => Err((
+                    errors::INVALID_REQUEST,
+                    format!("{} is an internal topic; its configs are the broker's", change.topic),
+                )),
+                Some(meta) => topics::changed_configs(&meta.configs, &change)
+                    .and_then(|configs| topics::log_config(&configs).map(|_| configs))
+                    .map_err(|m| (errors::INVALID_CONFIG, format!("topic {}: {m}", change.topic))),
+            };
+            match result {
+                Err((code, message)) => {
+                    outcome.error = code;
+                    outcome.message = Some(message);
+                }
+                Ok(_) if validate_only => {}
+                Ok(configs) => {
+                    let meta = table.topics.get_mut(&change.topic).expect("checked: the topic exists");
+                    changed |= meta.configs != configs;
+                    meta.configs = configs;
+                }
+            }
+            outcomes.push(outcome);
+        }
+        if changed {
+            self.publish_or_fail(table, &mut outcomes).await;
+        }
+        outcomes
+    }
+
+    /// Controller only: removes topics, then their partitions' files.
+    pub(super) async fn delete_topics(self: &Rc<Self>, names: Vec<String>) -> Vec<TopicOutcome> {
+        let _permit = self.controller_permit.acquire_permit(1).await.expect("controller permit: never closed");
+        let mut table = (*self.topics()).clone();
+        let mut outcomes = Vec::new();
+        for name in names {
+            let mut o =
+                TopicOutcome { name: name.clone(), error: errors::NONE, message: None, id: [0; 16], partitions: 0 };
+            if table.topics.get(&name).is_some_and(|m| m.internal) {
+                o.error = errors::INVALID_TOPIC_EXCEPTION;
+                o.message = Some(format!("{name} is an internal topic and cannot be deleted"));
+                outcomes.push(o);
+                continue;
+            }
+            match table.topics.remove(&name) {
+                Some(meta) => {
+                    o.id = meta.id_bytes();
+                    o.partitions = meta.partitions();
+                }
+                None => {
+                    o.error = errors::UNKNOWN_TOPIC_OR_PARTITION;
+                    o.message = Some(format!("topic {name} does not exist"));
+                }
+            }
+            outcomes.push(o);
+        }
+        if outcomes.iter().any(|o| o.error == errors::NONE) {
+            self.publish_or_fail(table, &mut outcomes).await;
+        }
+        outcomes
+    }
+
+    /// Publishes `table`; if that fails, every outcome that had succeeded
+    /// carries the storage error instead.
+    ///
+    /// A topic whose partitions did not all open is answered
+    /// KAFKA_STORAGE_ERROR naming the partition and the cause, and is put
+    /// back as it was before (a new topic removed, with the files it made;
+    /// added partitions dropped; a config change undone), so no request
+    /// leaves a half-made topic behind.
+    async fn publish_or_fail(self: &Rc<Self>, mut table: TopicTable, outcomes: &mut [TopicOutcome]) {
+        let before = self.topics();
+        let failed = match self.publish(table.clone()).await {
+            Ok(failed) => failed,
+            Err(e) => {
+                for o in outcomes.iter_mut().filter(|o| o.error == errors::NONE) {
+                    o.error = errors::KAFKA_STORAGE_ERROR;
+                    o.message = Some(e.clone());
+                }
+                return;
+            }
+        };
+        let mut undo = false;
+        for o in outcomes.iter_mut().filter(|o| o.error == errors::NONE) {
+            let mine: Vec<_> = failed.iter().filter(|(t, _, _)| *t == o.name).collect();
+            let Some((topic, partition, cause)) = mine.first() else { continue };
+            o.error = errors::KAFKA_STORAGE_ERROR;
+            o.message = Some(format!(
+                "partition {topic}-{partition} could not be opened ({cause}){}; the change to {topic} was undone",
+                if mine.len() > 1 { format!(" and {} more", mine.len() - 1) } else { String::new() }
+            ));
+            match before.topics.get(&o.name) {
+                Some(meta) => table.topics.insert(o.name.clone(), meta.clone()),
+                None => table.topics.remove(&o.name),
+            };
+            undo = true;
+        }
+        if undo {
+            match self.publish(table).await {
+                Ok(still) if still.is_empty() => {}
+                Ok(still) => {
+                    log::error!("shard {}: undoing a topic change left {} partitions unopened", self.id, still.len())
+                }
+                Err(e) => log::error!("shard {}: undoing a topic change: {e}", self.id),
+            }
+        }
+    }
+
+    /// Persists the table, then has every shard apply it; returns the
+    /// partitions that did not open.
+    async fn publish(self: &Rc<Self>, table: TopicTable) -> Result<Vec<(String, i32, String)>, String> {
+        let dir = self.settings.data_dir.clone();
+        let to_save = table.clone();
+        glommio::executor()
+            .spawn_blocking(move || to_save.save(&dir))
+            .await
+            .map_err(|e| format!("cannot persist topic metadata: {e}"))?;
+        let table = Arc::new(table);
+        let mut tasks = Vec::new();
+        for target in 0..self.count {
+            let (shard, table) = (self.clone(), table.clone());
+            tasks.push(glommio::spawn_local(
+                async move { shard.call(target, ShardRequest::ApplyTopics { table }).await },
+            ));
+        }
+        let mut failed = Vec::new();
+        for t in tasks {
+            if let ShardResponse::Applied(f) = t.await {
+                failed.extend(f);
+            }
+        }
+        Ok(failed)
+    }
+}
+
+/// Why a CreatePartitions request for one topic is refused, as Kafka says it.
+fn check_new_partitions(table: &TopicTable, t: &NewPartitions) -> Result<(), (ErrorCode, String)> {
+    let Some(meta) = table.topics.get(&t.name) else {
+        return Err((errors::UNKNOWN_TOPIC_OR_PARTITION, format!("topic {} does not exist", t.name)));
+    };
+    if meta.internal {
+        // Group placement hashes over the internal topic's partition count.
+        return Err((errors::INVALID_PARTITIONS, format!("{} is an internal topic; its partitions are fixed", t.name)));
+    }
+    if t.count <= meta.partitions() {
+        return Err((
+            errors::INVALID_PARTITIONS,
+            format!(
+                "topic {} currently has {} partitions, which is higher than or equal to the requested {}",
+                t.name,
+                meta.partitions(),
+                t.count
+            ),
+        ));
+    }
+    if t.count > PARTITIONS_PER_TOPIC_MAX {
+        return Err((
+            errors::INVALID_PARTITIONS,
+            format!("partitions must be at most {PARTITIONS_PER_TOPIC_MAX}, got {}", t.count),
+        ));
+    }
+    if t.replicas_per_partition > 1 {
+        return Err((
+            errors::INVALID_REPLICA_ASSIGNMENT,
+            format!("an assignment of {} replicas needs more brokers; this cluster has 1", t.replicas_per_partition),
+        ));
+    }
+    Ok(())
+}
