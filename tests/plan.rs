@@ -82,7 +82,13 @@ fn a_report_from_measured_runs_renders_in_a_real_browser() {
     assert!(stdout.contains("machine(s) of 16 cores; limit:"), "{stdout}");
 
     let html = std::fs::read_to_string(report.join("index.html")).unwrap();
-    for resource in ["CPU (shards)", "disk write bandwidth", "disk capacity", "network out", "memory (batch cache)"] {
+    for resource in [
+        "CPU (shards)",
+        "disk write bandwidth",
+        "disk capacity",
+        "network out",
+        "memory (batch cache, partition state)",
+    ] {
         assert!(html.contains(&format!("<td>{resource}</td>")), "sizing row {resource}");
     }
     assert!(html.contains("<table id=\"sizing\">"));
