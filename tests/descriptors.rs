@@ -21,7 +21,7 @@ use std::{
 
 use common::{
     broker::free_port,
-    wire::{topic_name, Wire},
+    wire::{create_partitions, create_topic_answer, Wire},
 };
 use kafka_protocol::messages::*;
 
@@ -68,33 +68,8 @@ fn start(nofile: &str, data: &Path, config: &Path, port: u16) -> (Child, Vec<Str
     (child, banner)
 }
 
-fn create_partitions(w: &mut Wire, name: &str, count: i32) -> (i16, String) {
-    let mut t = create_partitions_request::CreatePartitionsTopic::default();
-    t.name = topic_name(name);
-    t.count = count;
-    let mut req = CreatePartitionsRequest::default();
-    req.topics.push(t);
-    req.timeout_ms = 10_000;
-    let resp: CreatePartitionsResponse = w.call(ApiKey::CreatePartitions, 3, &req);
-    let r = &resp.results[0];
-    (r.error_code, r.error_message.as_ref().map(|m| m.to_string()).unwrap_or_default())
-}
-
 fn open_descriptors(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map(|d| d.count()).unwrap_or(0)
-}
-
-fn create(w: &mut Wire, name: &str, partitions: i32) -> (i16, String) {
-    let mut t = create_topics_request::CreatableTopic::default();
-    t.name = topic_name(name);
-    t.num_partitions = partitions;
-    t.replication_factor = 1;
-    let mut req = CreateTopicsRequest::default();
-    req.topics.push(t);
-    req.timeout_ms = 10_000;
-    let resp: CreateTopicsResponse = w.call(ApiKey::CreateTopics, 7, &req);
-    let message = resp.topics[0].error_message.as_ref().map(|m| m.to_string()).unwrap_or_default();
-    (resp.topics[0].error_code, message)
 }
 
 /// Waits until the idle closer has run (twice its period, and then some).
@@ -128,7 +103,7 @@ fn many_partitions_under_a_small_open_files_limit() {
     let idle_at_start = until_idle_files_closed(pid, 0);
 
     let mut w = Wire::connect(&format!("127.0.0.1:{port}"));
-    assert_eq!(create(&mut w, "many", PARTITIONS), (0, String::new()));
+    assert_eq!(create_topic_answer(&mut w, "many", PARTITIONS), (0, String::new()));
     let mut rng = common::Rng::new(11);
     let mut sent = Vec::new();
     for p in 0..PARTITIONS {
@@ -157,7 +132,7 @@ fn many_partitions_under_a_small_open_files_limit() {
     assert!(idle <= idle_at_start + 2, "{idle} descriptors once idle, {idle_at_start} at start");
 
     // The memory budget caps partitions: 2 + 200 + 823 = 1025 > 1024.
-    let (code, message) = create(&mut w, "too-many", 823);
+    let (code, message) = create_topic_answer(&mut w, "too-many", 823);
     assert_eq!(code, POLICY_VIOLATION, "{message}");
     assert!(message.contains("memory budget leaves room for 1024"), "{message}");
     let (code, message) = create_partitions(&mut w, "many", PARTITIONS + 823);

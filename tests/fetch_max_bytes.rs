@@ -101,14 +101,8 @@ fn a_wide_fetch_reads_only_what_fits_its_budget() {
         largest = largest.max(batch.len());
         assert_eq!(common::wire::produce(&mut w, WIDE, p, batch, 1).0, 0, "partition {p}");
     }
-    let served = || -> f64 {
-        let out = std::process::Command::new("curl").args(["-sf", &broker.metrics_url]).output().unwrap();
-        let text = String::from_utf8(out.stdout).unwrap();
-        text.lines()
-            .filter(|l| l.starts_with("shardlog_partition_bytes_out") && l.contains(WIDE))
-            .map(|l| l.rsplit_once(' ').unwrap().1.parse::<f64>().unwrap())
-            .sum()
-    };
+    let served =
+        || common::broker::metric_sum(&common::broker::metrics_text(&broker), "shardlog_partition_bytes_out", WIDE);
     let before = served();
     let all: Vec<(i32, i64)> = (0..PARTITIONS).map(|p| (p, 0)).collect();
     let mut req = common::wire::fetch_request(WIDE, &all, 0, 0);

@@ -135,14 +135,8 @@ print(json.dumps(got))
     let want: BTreeMap<String, String> = produced.iter().map(|(p, _, v)| (p.to_string(), v.clone())).collect();
     assert_eq!(got, want, "every partition's record, through the session");
 
-    let metrics = Command::new("curl").args(["-sf", &broker.metrics_url]).output().unwrap();
-    let text = String::from_utf8(metrics.stdout).unwrap();
-    let value = |name: &str| -> f64 {
-        text.lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.rsplit_once(' '))
-            .map_or(0.0, |(_, v)| v.parse().unwrap())
-    };
+    let text = common::broker::metrics_text(&broker);
+    let value = |name: &str| common::broker::metric_sum(&text, name, "");
     assert!(value("shardlog_fetch_sessions_opened_total") >= 1.0, "kafka-python opened a session:\n{text}");
     assert!(value("shardlog_fetch_incremental_total") >= 5.0, "and fetched incrementally on it");
 }

@@ -10,36 +10,11 @@ mod common;
 
 use common::{
     broker::Broker,
-    wire::{create_topic, produce, topic_name, Wire},
+    wire::{create_partitions, create_topic, create_topic_answer, produce, topic_name, Wire},
 };
 use kafka_protocol::messages::*;
 
 const KAFKA_STORAGE_ERROR: i16 = 56;
-
-fn create_topic_answer(w: &mut Wire, name: &str, partitions: i32) -> (i16, String) {
-    let mut t = create_topics_request::CreatableTopic::default();
-    t.name = topic_name(name);
-    t.num_partitions = partitions;
-    t.replication_factor = 1;
-    let mut req = CreateTopicsRequest::default();
-    req.topics.push(t);
-    req.timeout_ms = 10_000;
-    let resp: CreateTopicsResponse = w.call(ApiKey::CreateTopics, 7, &req);
-    let message = resp.topics[0].error_message.as_ref().map(|m| m.to_string()).unwrap_or_default();
-    (resp.topics[0].error_code, message)
-}
-
-fn grow(w: &mut Wire, name: &str, count: i32) -> (i16, String) {
-    let mut t = create_partitions_request::CreatePartitionsTopic::default();
-    t.name = topic_name(name);
-    t.count = count;
-    let mut req = CreatePartitionsRequest::default();
-    req.topics.push(t);
-    req.timeout_ms = 10_000;
-    let resp: CreatePartitionsResponse = w.call(ApiKey::CreatePartitions, 3, &req);
-    let r = &resp.results[0];
-    (r.error_code, r.error_message.as_ref().map(|m| m.to_string()).unwrap_or_default())
-}
 
 /// Partition counts of `name` in a Metadata answer; None when not listed.
 fn listed(w: &mut Wire, name: &str) -> Option<usize> {
@@ -75,7 +50,7 @@ fn a_partition_that_cannot_open_undoes_its_topic_change() {
     // Growing a topic from 2 to 5 partitions when partition 3 cannot open.
     assert_eq!(create_topic(&mut w, "grows", 2), 0);
     std::fs::write(data.join("grows-3"), b"not a directory").unwrap();
-    let (code, message) = grow(&mut w, "grows", 5);
+    let (code, message) = create_partitions(&mut w, "grows", 5);
     assert_eq!(code, KAFKA_STORAGE_ERROR, "{message}");
     assert!(message.contains("partition grows-3 could not be opened"), "{message}");
     assert_eq!(listed(&mut w, "grows"), Some(2), "the topic keeps its old partition count");
@@ -83,6 +58,6 @@ fn a_partition_that_cannot_open_undoes_its_topic_change() {
     let batch = common::free_batch_bytes(&mut common::Rng::new(5), 2);
     assert_eq!(produce(&mut w, "grows", 1, batch.into(), 1), (0, 0), "the old partitions still take writes");
     std::fs::remove_file(data.join("grows-3")).unwrap();
-    assert_eq!(grow(&mut w, "grows", 5).0, 0);
+    assert_eq!(create_partitions(&mut w, "grows", 5).0, 0);
     assert_eq!(listed(&mut w, "grows"), Some(5));
 }

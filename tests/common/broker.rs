@@ -197,3 +197,22 @@ impl Drop for Broker {
         }
     }
 }
+
+/// The broker's `/metrics` page, fetched with curl (tests/run-all.sh installs it).
+pub fn metrics_text(broker: &Broker) -> String {
+    let out = Command::new("curl").args(["-sf", &broker.metrics_url]).output().expect("run curl");
+    assert!(out.status.success(), "scrape {}", broker.metrics_url);
+    String::from_utf8(out.stdout).expect("metrics are UTF-8")
+}
+
+/// The sum of the samples of family `name` (a counter's samples end in
+/// `_total`) whose line contains `filter` (a label value, or "" for all).
+pub fn metric_sum(text: &str, name: &str, filter: &str) -> f64 {
+    let total = format!("{name}_total");
+    text.lines()
+        .filter(|l| !l.starts_with('#') && l.contains(filter))
+        .filter_map(|l| l.rsplit_once(' '))
+        .filter(|(series, _)| series.split('{').next().is_some_and(|s| s == name || s == total))
+        .map(|(_, v)| v.parse::<f64>().unwrap_or(f64::NAN))
+        .sum()
+}

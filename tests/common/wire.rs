@@ -78,6 +78,11 @@ pub fn topic_name(s: &str) -> TopicName {
 }
 
 pub fn create_topic(w: &mut Wire, name: &str, partitions: i32) -> i16 {
+    create_topic_answer(w, name, partitions).0
+}
+
+/// Creates one topic; returns its (error code, error message).
+pub fn create_topic_answer(w: &mut Wire, name: &str, partitions: i32) -> (i16, String) {
     let mut t = create_topics_request::CreatableTopic::default();
     t.name = topic_name(name);
     t.num_partitions = partitions;
@@ -86,7 +91,21 @@ pub fn create_topic(w: &mut Wire, name: &str, partitions: i32) -> i16 {
     req.topics.push(t);
     req.timeout_ms = 10_000;
     let resp: CreateTopicsResponse = w.call(ApiKey::CreateTopics, 7, &req);
-    resp.topics[0].error_code
+    let message = resp.topics[0].error_message.as_ref().map(|m| m.to_string()).unwrap_or_default();
+    (resp.topics[0].error_code, message)
+}
+
+/// Grows one topic to `count` partitions; returns (error code, error message).
+pub fn create_partitions(w: &mut Wire, name: &str, count: i32) -> (i16, String) {
+    let mut t = create_partitions_request::CreatePartitionsTopic::default();
+    t.name = topic_name(name);
+    t.count = count;
+    let mut req = CreatePartitionsRequest::default();
+    req.topics.push(t);
+    req.timeout_ms = 10_000;
+    let resp: CreatePartitionsResponse = w.call(ApiKey::CreatePartitions, 3, &req);
+    let r = &resp.results[0];
+    (r.error_code, r.error_message.as_ref().map(|m| m.to_string()).unwrap_or_default())
 }
 
 /// Produces one batch; returns (error, base offset).
