@@ -15,6 +15,8 @@ import time
 
 from kafka import KafkaConsumer, TopicPartition
 
+from many_partitions import names
+
 IDLE = 15
 
 
@@ -23,7 +25,7 @@ def main():
     c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=500,
                       enable_incremental_fetch_sessions=(mode == "on"), metrics_sample_window_ms=5000,
                       metrics_num_samples=2)
-    tps = [TopicPartition(f"many-{t:04d}", p) for t in range(topics) for p in range(partitions)]
+    tps = [TopicPartition(n, p) for n in names(topics) for p in range(partitions)]
     c.assign(tps)
     c.seek_to_beginning()
     got = set()

@@ -261,7 +261,7 @@ pub fn run(cli: Cli) -> i32 {
             return match crate::tune::run(cmd) {
                 Ok(code) => code,
                 Err(e) => {
-                    eprintln!("shardlog: {e}");
+                    say_error(&e.to_string());
                     1
                 }
             }
@@ -270,10 +270,18 @@ pub fn run(cli: Cli) -> i32 {
     match result {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("shardlog: {e}");
+            say_error(&e);
             1
         }
     }
+}
+
+/// Writes `line` to stderr, ignoring a failed write. Never `eprintln!`: it
+/// panics when the write fails, and stderr is often a file on the data
+/// disk, which is full exactly when the broker has the most to say.
+fn say_error(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "shardlog: {line}");
 }
 
 fn partition_name(dir: &std::path::Path) -> PartitionName {
@@ -391,9 +399,8 @@ fn init_logger() {
             m.level() <= log::max_level()
         }
         fn log(&self, r: &log::Record<'_>) {
-            // Never `eprintln!`: it panics when the write fails, and stderr
-            // is often a file on the data disk, which is full exactly when
-            // the broker has the most to say. A lost log line is the lesser harm.
+            // Not `eprintln!`, for the reason `say_error` gives: a lost log
+            // line is the lesser harm.
             if self.enabled(r.metadata()) {
                 use std::io::Write;
                 let _ = writeln!(std::io::stderr().lock(), "{:5} {}: {}", r.level(), r.target(), r.args());

@@ -233,9 +233,9 @@ impl Scrape {
         family(
             e,
             "shardlog_batch_cache_bytes",
-            "Memory held by the shard's batch caches.",
+            "Memory held by the shard's batch cache.",
             MetricType::Gauge,
-            shards.iter().map(|s| (l(&[shard(s)]), gauge(s.partitions.iter().map(|p| p.cache_bytes as i64).sum()))),
+            shards.iter().map(|s| (l(&[shard(s)]), gauge(s.memory.cache.bytes as i64))),
         )?;
         self.encode_memory(e)?;
         family(
@@ -243,21 +243,21 @@ impl Scrape {
             "shardlog_fetch_sessions",
             "Incremental fetch sessions (KIP-227) the shard holds.",
             MetricType::Gauge,
-            shards.iter().map(|s| (l(&[shard(s)]), gauge(s.fetch_sessions.0 as i64))),
+            shards.iter().map(|s| (l(&[shard(s)]), gauge(s.fetch_sessions.held as i64))),
         )?;
         family(
             e,
             "shardlog_fetch_sessions_opened",
             "Incremental fetch sessions opened.",
             MetricType::Counter,
-            shards.iter().map(|s| (l(&[shard(s)]), counter(s.fetch_sessions.1))),
+            shards.iter().map(|s| (l(&[shard(s)]), counter(s.fetch_sessions.opened))),
         )?;
         family(
             e,
             "shardlog_fetch_incremental",
             "Fetches served incrementally, on a session.",
             MetricType::Counter,
-            shards.iter().map(|s| (l(&[shard(s)]), counter(s.fetch_sessions.2))),
+            shards.iter().map(|s| (l(&[shard(s)]), counter(s.fetch_sessions.incremental))),
         )?;
 
         Ok(())

@@ -15,7 +15,6 @@ pub struct PartitionSnapshot {
     pub log_end: i64,
     pub segments: u64,
     pub segment_bytes: u64,
-    pub cache_bytes: u64,
     pub fsyncs: u64,
     /// Writes past the zeroed blocks (`storage::zero_ahead`).
     pub extending_writes: u64,
@@ -42,8 +41,7 @@ pub struct ShardSnapshot {
     /// (group, topic, partition, committed offset) coordinated here.
     pub committed: Vec<(String, String, i32, i64)>,
     pub memory: MemorySnapshot,
-    /// Incremental fetch sessions: (held, opened, incremental fetches served).
-    pub fetch_sessions: (u64, u64, u64),
+    pub fetch_sessions: crate::server::fetch_sessions::SessionsUsage,
 }
 
 /// A shard's memory budget and what its parts hold (`server::memory`).

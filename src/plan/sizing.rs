@@ -599,7 +599,7 @@ mod tests {
         assert!((line(&p, Resource::DiskCapacity).need.unwrap() - 26_438.4).abs() < 1e-6);
         // Memory: 200 × 3 × 10 s ÷ 1000 = 6 GB, plus 48 × 3 × 16 KiB of
         // partition state.
-        let state = 48.0 * 3.0 * 16_384.0 / 1e9;
+        let state = 48.0 * 3.0 * crate::server::memory::PARTITION_STATE_BYTES as f64 / 1e9;
         assert!((line(&p, Resource::Memory).need.unwrap() - (6.0 + state)).abs() < 1e-9);
         assert!(p.missing.is_empty(), "{:?}", p.missing);
     }
@@ -633,7 +633,12 @@ mod tests {
         assert_eq!(line(&p, Resource::DiskWrite).machines, None);
         assert_eq!(p.missing.len(), 2, "{:?}", p.missing);
         // What can be sized from the workload alone still is.
-        assert!((line(&p, Resource::Memory).need.unwrap() - (6.0 + 48.0 * 3.0 * 16_384.0 / 1e9)).abs() < 1e-9);
+        assert!(
+            (line(&p, Resource::Memory).need.unwrap()
+                - (6.0 + 48.0 * 3.0 * crate::server::memory::PARTITION_STATE_BYTES as f64 / 1e9))
+                .abs()
+                < 1e-9
+        );
     }
 
     #[test]

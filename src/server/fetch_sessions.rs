@@ -131,11 +131,19 @@ pub fn remember(id: i32, answered: impl IntoIterator<Item = ((String, i32), i64,
     })
 }
 
-/// (sessions held, sessions opened, incremental fetches served), for `/metrics`.
-pub fn usage() -> (u64, u64, u64) {
+/// What a shard's session cache holds and has done, for `/metrics`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SessionsUsage {
+    pub held: u64,
+    pub opened: u64,
+    /// Fetches served incrementally, on a session.
+    pub incremental: u64,
+}
+
+pub fn usage() -> SessionsUsage {
     CACHE.with(|c| {
         let c = c.borrow();
-        (c.sessions.len() as u64, c.opened, c.incremental)
+        SessionsUsage { held: c.sessions.len() as u64, opened: c.opened, incremental: c.incremental }
     })
 }
 

@@ -179,7 +179,6 @@ impl Shard {
                     log_end: p.log.log_end(),
                     segments: p.log.segment_count() as u64,
                     segment_bytes: p.log.size_bytes(),
-                    cache_bytes: p.log.cache_bytes() as u64,
                     fsyncs: st.syncs.get(),
                     extending_writes: st.extending_writes.get(),
                     fsync_seconds: st.sync_seconds.snapshot(),
