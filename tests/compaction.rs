@@ -217,6 +217,9 @@ fn a_segments_page_cache_view_follows_its_file_not_its_name() {
         let mut buf = file.alloc(4096);
         buf.as_bytes_mut().fill(b'o');
         file.write_at(buf, 0).await.unwrap();
+        // The first segment's page-cache view is still held above (a
+        // sendfile in flight, to the table): let it go, so it may close.
+        drop(view);
         shardlog::storage::open_files::close_idle();
         shardlog::storage::open_files::close_idle();
         assert_eq!(shardlog::storage::open_files::usage().open, 0, "every idle file closed");

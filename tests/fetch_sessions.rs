@@ -95,6 +95,35 @@ fn a_session_answers_only_what_changed() {
     assert_eq!(resp.error_code, FETCH_SESSION_ID_NOT_FOUND, "closed by epoch -1");
 }
 
+/// Under a budget that fits one batch, an incremental fetch of a session
+/// whose partitions all have data answers a different partition each time:
+/// the session is read from a point that moves with the epoch.
+#[test]
+fn a_tight_budget_does_not_starve_the_same_partitions() {
+    let dir = common::tempdir().unwrap();
+    let broker = Broker::start(&dir.path().join("data"), 1);
+    let mut w = Wire::connect(&broker.bootstrap());
+    assert_eq!(create_topic(&mut w, TOPIC, 3), 0);
+    let mut rng = Rng::new(9);
+    for p in 0..3 {
+        assert_eq!(produce(&mut w, TOPIC, p, common::free_batch_bytes(&mut rng, 2).into(), 1), (0, 0));
+    }
+    let mut open = session_fetch(0, 0, &[(0, 0), (1, 0), (2, 0)]);
+    open.max_bytes = 1;
+    let resp: FetchResponse = w.call(ApiKey::Fetch, 12, &open);
+    let id = resp.session_id;
+    let mut served = std::collections::BTreeSet::new();
+    for epoch in 1..=3 {
+        let mut req = session_fetch(id, epoch, &[]);
+        req.max_bytes = 1;
+        let resp: FetchResponse = w.call(ApiKey::Fetch, 12, &req);
+        let with_data: Vec<i32> = answered(&resp).into_iter().filter(|&(_, n)| n > 0).map(|(p, _)| p).collect();
+        assert_eq!(with_data.len(), 1, "epoch {epoch}: one batch fits: {with_data:?}");
+        served.extend(with_data);
+    }
+    assert_eq!(served.len(), 3, "every partition was served in three fetches: {served:?}");
+}
+
 const WIDE: &str = "sessions-wide";
 const WIDE_PARTITIONS: i32 = 300;
 

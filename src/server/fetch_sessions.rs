@@ -52,14 +52,13 @@ pub struct Session {
 #[derive(Default)]
 struct Cache {
     sessions: HashMap<i32, Session>,
-    next_id: i32,
     tick: u64,
     opened: u64,
     incremental: u64,
 }
 
 thread_local! {
-    static CACHE: RefCell<Cache> = RefCell::new(Cache { next_id: 1, ..Default::default() });
+    static CACHE: RefCell<Cache> = RefCell::new(Cache::default());
 }
 
 /// Why an incremental fetch cannot be served.
@@ -78,18 +77,25 @@ pub fn open(partitions: BTreeMap<(String, i32), SessionPartition>) -> i32 {
                 c.sessions.remove(&oldest);
             }
         }
-        // Ids are unique among live sessions and never 0 (no session).
-        let mut id = c.next_id;
-        while id <= 0 || c.sessions.contains_key(&id) {
-            id = id.wrapping_add(1).max(1);
+        // Random, as Kafka's: a client that reconnects (perhaps to another
+        // shard, or a restarted broker) with its old id must not meet
+        // another consumer's session. Never 0 (no session), never taken.
+        let mut id = random_id();
+        while c.sessions.contains_key(&id) {
+            id = random_id();
         }
-        c.next_id = id.wrapping_add(1).max(1);
         c.opened += 1;
         c.tick += 1;
         let used = c.tick;
         c.sessions.insert(id, Session { next_epoch: 1, partitions, used });
         id
     })
+}
+
+/// A random positive session id.
+fn random_id() -> i32 {
+    let bytes = crate::shard::topics::new_topic_id().0;
+    (i32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) & i32::MAX).max(1)
 }
 
 /// Closes a session (an epoch of 0 or -1 with its id).
@@ -169,7 +175,7 @@ mod tests {
         close(id);
         assert_eq!(with_session(id, 3, |_| ()), Err(SessionError::NotFound));
         let other = open(one(0));
-        assert_ne!(other, id, "ids are not reused at once");
+        assert_ne!(other, id, "a fresh id");
     }
 
     #[test]

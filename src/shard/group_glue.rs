@@ -112,12 +112,7 @@ impl GroupHost for ShardGroupHost {
 /// The seed of this shard's member-id generator, read from the OS once at
 /// start (the time, if /dev/urandom cannot be read).
 pub(super) fn member_id_seed() -> u128 {
-    let mut bytes = [0u8; 16];
-    if std::fs::File::open("/dev/urandom").and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes)).is_err() {
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-        bytes = nanos.to_le_bytes();
-    }
-    u128::from_le_bytes(bytes)
+    u128::from_le_bytes(new_topic_id().0)
 }
 
 /// Creates `__consumer_offsets` at first start: internal, compacted, with

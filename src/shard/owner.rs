@@ -239,7 +239,13 @@ impl Shard {
             let (high_watermark, log_start) = (p.log.log_end(), p.log.log_start());
             item.max_bytes = item.max_bytes.min(max_bytes.saturating_sub(taken));
             if item.max_bytes == 0 && taken > 0 {
-                out.push(ReadOutcome { error: errors::NONE, high_watermark, log_start, chunks: Vec::new() });
+                // Unread, but an offset the log does not hold is still said.
+                let error = if item.offset < log_start || item.offset > high_watermark {
+                    errors::OFFSET_OUT_OF_RANGE
+                } else {
+                    errors::NONE
+                };
+                out.push(ReadOutcome { error, high_watermark, log_start, chunks: Vec::new() });
                 continue;
             }
             let _permit = self.reads.acquire_permit(1).await.expect("read permits: never closed");

@@ -120,6 +120,13 @@ pub async fn settle_poll_probe(dir: &Path, owner: usize) -> io::Result<()> {
     opened?.close().await.map_err(io::Error::from)
 }
 
+impl Handles {
+    /// A fetch still holds the page-cache descriptor (see `storage::chunk`).
+    pub(crate) fn sending(&self) -> bool {
+        self.buffered.get().is_some_and(|f| Arc::strong_count(f) > 1)
+    }
+}
+
 impl SegmentFile {
     /// Creates a new, empty file; fails if it exists.
     pub async fn create(path: &Path, faults: Faults) -> io::Result<Self> {
@@ -139,6 +146,12 @@ impl SegmentFile {
         Self { path: path.to_path_buf(), faults, slot: Rc::new(Slot::default()), identity: Cell::new(None) }
     }
 
+    /// Keeps the descriptors open (reopening them if need be) for as long
+    /// as the returned handle lives.
+    pub(crate) async fn hold(&self) -> io::Result<Rc<Handles>> {
+        self.handles().await
+    }
+
     /// The open descriptors, reopening the file if they were closed. The
     /// returned handle keeps them open until it is dropped.
     async fn handles(&self) -> io::Result<Rc<Handles>> {
@@ -149,7 +162,6 @@ impl SegmentFile {
     }
 
     async fn open_with(&self, create_new: bool) -> io::Result<Rc<Handles>> {
-        open_files::make_room();
         let dma = OpenOptions::new().read(true).write(true).create_new(create_new).dma_open(&self.path).await?;
         let reader = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(&self.path)?;
         let meta = reader.metadata()?;
@@ -168,6 +180,7 @@ impl SegmentFile {
         if let Some(h) = open_files::touch(&self.slot) {
             return Ok(h);
         }
+        open_files::make_room();
         let handles = Rc::new(Handles { dma, reader: Arc::new(reader), buffered: OnceCell::new() });
         open_files::opened(&self.slot, handles.clone());
         Ok(handles)

@@ -160,9 +160,10 @@ pub fn close_idle() -> usize {
     })
 }
 
-/// Held by an operation in flight (beyond the slot's own reference).
+/// Held by an operation in flight (beyond the slot's own reference), or
+/// its page-cache descriptor by a sendfile still under way.
 fn busy(slot: &Slot) -> bool {
-    slot.handles.borrow().as_ref().is_some_and(|h| Rc::strong_count(h) > 1)
+    slot.handles.borrow().as_ref().is_some_and(|h| Rc::strong_count(h) > 1 || h.sending())
 }
 
 impl Table {

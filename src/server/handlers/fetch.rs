@@ -60,6 +60,10 @@ struct Plan {
     /// Per item, in an incremental fetch, the high watermark and log start
     /// last answered: only partitions with something new are answered.
     only_changed: Vec<Option<(i64, i64)>>,
+    /// An incremental fetch reads its session starting this many partitions
+    /// in (the epoch, modulo the size), so that the read budget
+    /// (`max_bytes`) cannot keep starving the same partitions.
+    rotated: usize,
 }
 
 pub async fn handle(shard: &Rc<Shard>, request: FetchRequest, version: i16) -> FetchAnswer {
@@ -73,7 +77,7 @@ pub async fn handle(shard: &Rc<Shard>, request: FetchRequest, version: i16) -> F
         Ok(plan) => plan,
         Err(error) => return FetchAnswer { error, session_id: 0, topics: Vec::new() },
     };
-    let Plan { items, named, session_id, only_changed } = plan;
+    let Plan { items, named, session_id, only_changed, rotated } = plan;
     loop {
         let mut outcomes = read_round(shard, &items, max_bytes).await;
         for (o, n) in outcomes.iter_mut().zip(&named) {
@@ -96,11 +100,12 @@ pub async fn handle(shard: &Rc<Shard>, request: FetchRequest, version: i16) -> F
                     .iter()
                     .zip(&outcomes)
                     .map(|(i, o)| ((i.topic.clone(), i.partition), o.high_watermark, o.log_start));
-                fetch_sessions::remember(session_id, answered.collect::<Vec<_>>());
+                fetch_sessions::remember(session_id, answered);
             }
             let keep: Vec<bool> =
                 outcomes.iter().zip(&only_changed).map(|(o, last)| o.bytes() > 0 || changed((o, last))).collect();
-            return FetchAnswer { error: errors::NONE, session_id, topics: respond(&items, &named, outcomes, &keep) };
+            let topics = respond(&items, &named, outcomes, &keep, rotated);
+            return FetchAnswer { error: errors::NONE, session_id, topics };
         }
         wait_for_any(shard, &items, deadline - now).await;
     }
@@ -156,7 +161,7 @@ fn plan_session(
     let (id, epoch) = (request.session_id, request.session_epoch);
     let full = |items: Vec<ReadItem>, named: Vec<Named>, session_id| {
         let only_changed = vec![None; items.len()];
-        Plan { items, named, session_id, only_changed }
+        Plan { items, named, session_id, only_changed, rotated: 0 }
     };
     if version < 7 || epoch == fetch_sessions::FINAL_EPOCH {
         if id != 0 {
@@ -189,13 +194,17 @@ fn plan_session(
                 }
             }
         }
-        session.partitions.iter().map(|(k, p)| (k.clone(), p.clone())).collect::<Vec<_>>()
+        let mut held: Vec<_> = session.partitions.iter().map(|(k, p)| (k.clone(), p.clone())).collect();
+        let by = epoch as usize % held.len().max(1);
+        held.rotate_left(by);
+        held
     });
     let held = held.map_err(|e| match e {
         fetch_sessions::SessionError::NotFound => errors::FETCH_SESSION_ID_NOT_FOUND,
         fetch_sessions::SessionError::WrongEpoch => errors::INVALID_FETCH_SESSION_EPOCH,
     })?;
-    let mut plan = Plan { items: Vec::new(), named: Vec::new(), session_id: id, only_changed: Vec::new() };
+    let rotated = epoch as usize % held.len().max(1);
+    let mut plan = Plan { items: Vec::new(), named: Vec::new(), session_id: id, only_changed: Vec::new(), rotated };
     for ((topic, partition), p) in held {
         plan.named.push(Named { id: p.topic_id, unknown_id: topic.is_empty() });
         plan.only_changed.push(Some((p.high_watermark, p.log_start)));
@@ -329,9 +338,21 @@ async fn wait_for_any(shard: &Rc<Shard>, items: &[ReadItem], wait: Duration) {
 
 /// The answer's topics and partitions, in request (or session) order; an
 /// incremental fetch leaves out the partitions `keep` says have nothing new.
-fn respond(items: &[ReadItem], named: &[Named], outcomes: Vec<ReadOutcome>, keep: &[bool]) -> Vec<TopicOut> {
+/// `rotated`: the items were read starting `rotated` places into the
+/// session (see `Plan::rotated`); the answer is in session order again, so
+/// each topic's partitions stay together.
+fn respond(
+    items: &[ReadItem],
+    named: &[Named],
+    outcomes: Vec<ReadOutcome>,
+    keep: &[bool],
+    rotated: usize,
+) -> Vec<TopicOut> {
+    let n = items.len();
+    let mut outcomes: Vec<Option<ReadOutcome>> = outcomes.into_iter().map(Some).collect();
     let mut topics: Vec<TopicOut> = Vec::new();
-    for (((item, n), o), _) in items.iter().zip(named).zip(outcomes).zip(keep).filter(|(_, &k)| k) {
+    for i in (0..n).map(|j| (j + n - rotated % n.max(1)) % n).filter(|&i| keep[i]) {
+        let (item, n, o) = (&items[i], &named[i], outcomes[i].take().expect("each item is answered once"));
         let p = PartitionOut {
             partition: item.partition,
             error: o.error,

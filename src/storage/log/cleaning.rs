@@ -42,6 +42,11 @@ pub(crate) struct SealedLock<'a> {
     bases: Vec<i64>,
     /// One past the last offset the group covers.
     end: i64,
+    /// The group's descriptors, held open until `replace`: between the file
+    /// swap on disk and `replace`, readers still locate these segments, and
+    /// a closed one could no longer reopen (its name now means the merged
+    /// file, or nothing).
+    _open: Vec<Rc<file::Handles>>,
 }
 
 impl PartitionLog {
@@ -84,7 +89,11 @@ impl<'a> CompactionPass<'a> {
         }
         let bases = group.iter().map(|g| g.base).collect();
         let end = group[group.len() - 1].next_offset;
-        Some(SealedLock { log, _write: write, bases, end })
+        let mut open = Vec::with_capacity(group.len());
+        for g in group {
+            open.push(g.file.hold().await.ok()?);
+        }
+        Some(SealedLock { log, _write: write, bases, end, _open: open })
     }
 
     /// Records that the segments sealed when the pass began are clean: the
