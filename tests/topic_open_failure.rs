@@ -47,6 +47,15 @@ fn a_partition_that_cannot_open_undoes_its_topic_change() {
     assert_eq!(create_topic(&mut w, "blocked", 4), 0, "the same request succeeds once it can");
     assert_eq!(listed(&mut w, "blocked"), Some(4));
 
+    // A partition that fails inside its own directory (a directory where its
+    // first segment file goes): the directory is removed with the undo.
+    std::fs::create_dir_all(data.join("inside-1/00000000000000000000.log")).unwrap();
+    let (code, message) = create_topic_answer(&mut w, "inside", 2);
+    assert_eq!(code, KAFKA_STORAGE_ERROR, "{message}");
+    assert!(message.contains("partition inside-1 could not be opened"), "{message}");
+    assert!(!data.join("inside-0").exists() && !data.join("inside-1").exists(), "no directory left behind");
+    assert_eq!(create_topic(&mut w, "inside", 2), 0);
+
     // Growing a topic from 2 to 5 partitions when partition 3 cannot open.
     assert_eq!(create_topic(&mut w, "grows", 2), 0);
     std::fs::write(data.join("grows-3"), b"not a directory").unwrap();

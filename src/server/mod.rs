@@ -314,7 +314,6 @@ async fn run_shard(start: ShardStart) -> Result<(), String> {
         log::warn!("shard {}: cannot probe {} for polled I/O: {e}", shard.id, shard.settings.data_dir.display());
     }
     shard.serve_peers(receivers);
-    shard.fit_cache();
     crate::storage::open_files::set_limit(shard.settings.open_files_per_shard as usize);
     crate::shard::maintenance::spawn_idle_file_closer(&shard, shard.settings.idle_files_every);
     let failed = shard.apply_topics(table).await;

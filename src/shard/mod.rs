@@ -187,7 +187,7 @@ impl Shard {
     }
 
     /// Gives the batch cache what the shard's memory budget leaves once its
-    /// partitions are paid for; called as partitions open and close.
+    /// partitions are paid for; called once each topic table is applied.
     pub fn fit_cache(&self) {
         let partitions = self.partitions.borrow().len() as u64;
         crate::storage::batch_cache::shard_cache().set_limit(self.settings.memory.cache_limit(partitions) as usize);

@@ -376,6 +376,7 @@ impl Shard {
             crate::limits::PARTITION_OPENS_AT_ONCE,
         )
         .await;
+        self.fit_cache();
         failed.into_inner()
     }
 
@@ -397,7 +398,6 @@ impl Shard {
                 }
                 let p = Rc::new(Partition { log, appended: Default::default() });
                 self.partitions.borrow_mut().insert(topic, partition, p);
-                self.fit_cache();
                 Ok(())
             }
             Err(e) => {
@@ -414,7 +414,6 @@ impl Shard {
             log::warn!("shard {}: closing {}: {e}", self.id, p.log.name());
         }
         p.appended.notify_all();
-        self.fit_cache();
         if !still_there {
             let dir = self.settings.data_dir.join(&p.log.name().0);
             let result = glommio::executor().spawn_blocking(move || std::fs::remove_dir_all(&dir)).await;

@@ -246,6 +246,14 @@ impl Shard {
                 return;
             }
         };
+        // Only partitions this change opened count against it: an old,
+        // unrelated partition that still cannot open undoes nothing.
+        let introduced = |topic: &str, partition: i32| match (before.topics.get(topic), table.topics.get(topic)) {
+            (None, _) => true,
+            (Some(old), Some(new)) => partition >= old.partitions() || old.configs != new.configs,
+            (Some(_), None) => false,
+        };
+        let failed: Vec<_> = failed.into_iter().filter(|(t, p, _)| introduced(t, *p)).collect();
         let mut undo = false;
         for o in outcomes.iter_mut().filter(|o| o.error == errors::NONE) {
             let mine: Vec<_> = failed.iter().filter(|(t, _, _)| *t == o.name).collect();
@@ -262,6 +270,21 @@ impl Shard {
             undo = true;
         }
         if undo {
+            // A partition that failed part-way may have made its directory;
+            // the undo closes and removes only the ones that opened.
+            let gone: Vec<_> = failed
+                .iter()
+                .filter(|(t, p, _)| before.topics.get(t).is_none_or(|old| *p >= old.partitions()))
+                .map(|(t, p, _)| self.settings.data_dir.join(format!("{t}-{p}")))
+                .collect();
+            let removed = glommio::executor().spawn_blocking(move || {
+                for dir in gone.iter().filter(|d| d.is_dir()) {
+                    if let Err(e) = std::fs::remove_dir_all(dir) {
+                        log::warn!("removing {} after a failed topic change: {e}", dir.display());
+                    }
+                }
+            });
+            removed.await;
             match self.publish(table).await {
                 Ok(still) if still.is_empty() => {}
                 Ok(still) => {

@@ -77,6 +77,11 @@ impl<'de> Deserialize<'de> for TopicId {
 }
 
 impl TopicTable {
+    /// The name of the topic with this id (v13+ requests name topics by id).
+    pub fn name_by_id(&self, id: &uuid::Uuid) -> Option<&str> {
+        self.topics.iter().find(|(_, m)| m.id_bytes() == *id.as_bytes()).map(|(n, _)| n.as_str())
+    }
+
     /// Partitions of every topic.
     pub fn partition_count(&self) -> u64 {
         self.topics.values().map(|m| m.shards.len() as u64).sum()

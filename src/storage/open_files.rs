@@ -20,7 +20,6 @@ use crate::storage::file::Handles;
 pub struct Slot {
     handles: RefCell<Option<Rc<Handles>>>,
     referenced: Cell<bool>,
-    in_ring: Cell<bool>,
 }
 
 /// What a shard's table holds and has done, for `/metrics`.
@@ -109,9 +108,7 @@ pub(crate) fn opened(slot: &Rc<Slot>, handles: Rc<Handles>) {
     TABLE.with(|t| {
         t.open.set(t.open.get() + 1);
         t.opens.set(t.opens.get() + 1);
-        if !slot.in_ring.replace(true) {
-            t.ring.borrow_mut().push(Rc::downgrade(slot));
-        }
+        t.ring.borrow_mut().push(Rc::downgrade(slot));
     });
 }
 
@@ -142,16 +139,14 @@ pub fn close_idle() -> usize {
             match slot {
                 Some(slot) if slot.handles.borrow().is_some() => {
                     if !slot.referenced.replace(false) && !busy(&slot) {
-                        take(&slot);
+                        t.close_at(i, &slot);
                         closed += 1;
+                    } else {
+                        i += 1;
                     }
-                    i += 1;
                 }
-                // Dropped, or closed: forget it.
-                other => {
-                    if let Some(slot) = other {
-                        slot.in_ring.set(false);
-                    }
+                // Its file was dropped or closed: forget it.
+                _ => {
                     t.ring.borrow_mut().swap_remove(i);
                 }
             }
@@ -167,6 +162,14 @@ fn busy(slot: &Slot) -> bool {
 }
 
 impl Table {
+    /// Closes the open file at ring position `i`, which leaves the ring: a
+    /// slot is in the ring exactly while its file is open (or until a
+    /// dropped file's entry is next passed).
+    fn close_at(&self, i: usize, slot: &Slot) {
+        take(slot);
+        self.ring.borrow_mut().swap_remove(i);
+    }
+
     /// Closes one file the hand finds unused since its last pass and not
     /// busy. False when every open file is busy.
     fn evict_one(&self) -> bool {
@@ -183,16 +186,11 @@ impl Table {
                     steps += 1;
                     self.hand.set(i + 1);
                     if !slot.referenced.replace(false) && !busy(&slot) {
-                        take(&slot);
-                        slot.in_ring.set(false);
-                        self.ring.borrow_mut().swap_remove(i);
+                        self.close_at(i, &slot);
                         return true;
                     }
                 }
-                other => {
-                    if let Some(slot) = other {
-                        slot.in_ring.set(false);
-                    }
+                _ => {
                     self.ring.borrow_mut().swap_remove(i);
                 }
             }

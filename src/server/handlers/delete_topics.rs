@@ -23,8 +23,7 @@ pub async fn handle(shard: &Rc<Shard>, request: DeleteTopicsRequest) -> DeleteTo
         match &t.name {
             Some(n) => targets.push(Ok(n.0.to_string())),
             None => {
-                let by_id = table.topics.iter().find(|(_, m)| uuid::Uuid::from_bytes(m.id_bytes()) == t.topic_id);
-                targets.push(by_id.map(|(n, _)| n.clone()).ok_or(t.topic_id));
+                targets.push(table.name_by_id(&t.topic_id).map(str::to_string).ok_or(t.topic_id));
             }
         }
     }

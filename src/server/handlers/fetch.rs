@@ -122,8 +122,8 @@ fn requested(shard: &Rc<Shard>, request: &FetchRequest, version: i16, max_bytes:
         .iter()
         .flat_map(|t| {
             let (topic, n) = if by_id {
-                match table.topics.iter().find(|(_, m)| uuid::Uuid::from_bytes(m.id_bytes()) == t.topic_id) {
-                    Some((name, _)) => (name.clone(), Named { id: t.topic_id, unknown_id: false }),
+                match table.name_by_id(&t.topic_id) {
+                    Some(name) => (name.to_string(), Named { id: t.topic_id, unknown_id: false }),
                     None => (String::new(), Named { id: t.topic_id, unknown_id: true }),
                 }
             } else {
@@ -188,6 +188,7 @@ fn plan_session(
                 Some(p) => {
                     p.offset = item.offset;
                     p.max_bytes = item.max_bytes;
+                    p.topic_id = n.id;
                 }
                 None => {
                     session.partitions.insert(key, session_entry(item, n).1);
@@ -229,15 +230,8 @@ fn forgotten(shard: &Rc<Shard>, request: &FetchRequest, version: i16) -> Vec<(St
     let table = shard.topics();
     let mut out = Vec::new();
     for t in &request.forgotten_topics_data {
-        let name = if version >= 13 {
-            table
-                .topics
-                .iter()
-                .find(|(_, m)| uuid::Uuid::from_bytes(m.id_bytes()) == t.topic_id)
-                .map(|(n, _)| n.clone())
-        } else {
-            Some(t.topic.0.to_string())
-        };
+        let name =
+            if version >= 13 { table.name_by_id(&t.topic_id).map(str::to_string) } else { Some(t.topic.0.to_string()) };
         let name = name.unwrap_or_default();
         out.extend(t.partitions.iter().map(|&p| (name.clone(), p)));
     }
