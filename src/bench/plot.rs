@@ -13,11 +13,11 @@ pub fn frame<'a, 'b, DB: DrawingBackend>(root: &'a DrawingArea<DB, Shift>, title
     b
 }
 
-/// A legend swatch: a short line in `style`.
 /// A plotted line: its legend name, its colour and how to read its value
 /// from a point.
 pub type Series<T> = (&'static str, RGBColor, fn(&T) -> f64);
 
+/// A legend swatch: a short line in `style`.
 pub fn swatch(style: ShapeStyle) -> impl Fn((i32, i32)) -> PathElement<(i32, i32)> {
     move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style)
 }

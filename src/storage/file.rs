@@ -11,7 +11,7 @@
 use std::{
     cell::{Cell, OnceCell},
     io,
-    os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt},
+    os::unix::fs::{FileExt, OpenOptionsExt},
     path::{Path, PathBuf},
     rc::Rc,
     sync::Arc,
@@ -92,7 +92,7 @@ pub struct SegmentFile {
     path: PathBuf,
     faults: Faults,
     slot: Rc<Slot>,
-    /// (device, inode) of the file first opened here.
+    /// (device major << 32 | minor, inode) of the file first opened here.
     identity: Cell<Option<(u64, u64)>>,
 }
 
@@ -163,9 +163,9 @@ impl SegmentFile {
 
     async fn open_with(&self, create_new: bool) -> io::Result<Rc<Handles>> {
         let dma = OpenOptions::new().read(true).write(true).create_new(create_new).dma_open(&self.path).await?;
-        let reader = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(&self.path)?;
-        let meta = reader.metadata()?;
-        let found = (meta.dev(), meta.ino());
+        // glommio stat'ed the file while opening it; the reader opens that
+        // very inode (not the path again, which a rename could move on).
+        let found = (u64::from(dma.dev_major()) << 32 | u64::from(dma.dev_minor()), dma.inode());
         match self.identity.get() {
             None => self.identity.set(Some(found)),
             Some(first) if first != found => {
@@ -180,6 +180,8 @@ impl SegmentFile {
         if let Some(h) = open_files::touch(&self.slot) {
             return Ok(h);
         }
+        let same_inode = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&dma));
+        let reader = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(same_inode)?;
         open_files::make_room();
         let handles = Rc::new(Handles { dma, reader: Arc::new(reader), buffered: OnceCell::new() });
         open_files::opened(&self.slot, handles.clone());
