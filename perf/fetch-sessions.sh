@@ -15,10 +15,8 @@ PER_TOPIC="${PER_TOPIC:-1000}"
 perf_setup fetch-sessions
 ulimit -n "$(ulimit -Hn)"
 rm -rf "$DATA/sessions"
-"$BIN" serve --data-dir "$DATA/sessions" --cores 1 --cpuset "$BROKER_CORE" --listen "127.0.0.1:$PORT" \
-    --metrics-listen "" >"$OUT/broker.log" 2>&1 &
-pid=$!
-until grep -q "listening on" "$OUT/broker.log"; do sleep 0.1; done
+broker_start "$OUT/broker.log" --data-dir "$DATA/sessions" --cores 1 --cpuset "$BROKER_CORE" \
+    --listen "127.0.0.1:$PORT" --metrics-listen ""
 python3 perf/many_partitions.py create "127.0.0.1:$PORT" "$TOPICS" "$PER_TOPIC" | tee "$OUT/setup.jsonl"
 python3 perf/many_partitions.py produce "127.0.0.1:$PORT" "$TOPICS" "$PER_TOPIC" 0 | tee -a "$OUT/setup.jsonl"
 : >"$OUT/results.jsonl"
@@ -28,8 +26,7 @@ for rep in $(seq "$REPS"); do
             | tee -a "$OUT/results.jsonl"
     done
 done
-kill -TERM "$pid"
-wait "$pid" || true
+broker_stop
 rm -rf "$DATA/sessions"
 python3 - "$OUT/results.jsonl" "$COMMIT" <<'PY' | tee "$OUT/summary.md"
 import json, os, statistics, sys

@@ -19,3 +19,30 @@ perf_setup() {
     mkdir -p "$OUT" "$DATA"
     echo "results in $OUT"
 }
+
+# broker_start LOG ARGS...: runs `$BIN serve ARGS...` with its output in
+# LOG and waits until it listens (at most a minute; fails at once if it
+# exits first). Sets BROKER_PID; an EXIT trap stops it if the script ends
+# early, so a failed step never leaves a broker on the port.
+broker_start() {
+    local log=$1 tries=0
+    shift
+    "$BIN" serve "$@" >"$log" 2>&1 &
+    BROKER_PID=$!
+    trap 'broker_stop KILL' EXIT
+    until grep -q "listening on" "$log"; do
+        if ! kill -0 "$BROKER_PID" 2>/dev/null || [ $((tries += 1)) -gt 1200 ]; then
+            echo "broker did not start: $(tail -5 "$log")" >&2
+            exit 1
+        fi
+        sleep 0.05
+    done
+}
+
+# broker_stop [SIGNAL]: stops the broker (SIGTERM by default) and waits.
+broker_stop() {
+    [ -n "${BROKER_PID:-}" ] || return 0
+    kill "-${1:-TERM}" "$BROKER_PID" 2>/dev/null || true
+    wait "$BROKER_PID" 2>/dev/null || true
+    BROKER_PID=
+}

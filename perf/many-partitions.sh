@@ -20,19 +20,13 @@ perf_setup many-partitions
 ulimit -n "$(ulimit -Hn)"
 rm -rf "$DATA/many" "$DATA/empty"
 printf 'segment_files_idle_close_ms = %s\n' "$IDLE_CLOSE_MS" >"$OUT/broker.toml"
-BROKER_PID=
 RESULTS="$OUT/results.jsonl"
 : >"$RESULTS"
 
 start() { # start DIR LOG: starts the broker, waits for its banner, records the start time
     local started=$(date +%s.%N)
-    "$BIN" serve --data-dir "$1" --cores "$CORES" --listen "127.0.0.1:$PORT" --metrics-listen "" \
-        --config "$OUT/broker.toml" >"$2" 2>&1 &
-    BROKER_PID=$!
-    until grep -q "listening on" "$2"; do
-        kill -0 "$BROKER_PID" 2>/dev/null || { echo "broker exited: $(tail -5 "$2")"; exit 1; }
-        sleep 0.05
-    done
+    broker_start "$2" --data-dir "$1" --cores "$CORES" --listen "127.0.0.1:$PORT" --metrics-listen "" \
+        --config "$OUT/broker.toml"
     local ready_ms=$(grep -o 'ready in [0-9]*' "$2" | grep -o '[0-9]*$')
     echo "{\"step\": \"start\", \"log\": \"$(basename "$2")\", \"wall_seconds\": $(echo "$(date +%s.%N) - $started" | bc | sed 's/^\./0./'), \"ready_ms\": $ready_ms}" | tee -a "$RESULTS"
 }
@@ -42,10 +36,7 @@ idle() { # idle LABEL: waits for idle files to close, then counts descriptors an
     local rss=$(awk '/VmRSS/ {print $2}' /proc/"$BROKER_PID"/status)
     echo "{\"step\": \"idle\", \"label\": \"$1\", \"descriptors\": $fds, \"rss_kib\": $rss}" | tee -a "$RESULTS"
 }
-stop() { # stop SIGNAL
-    kill "-$1" "$BROKER_PID"
-    wait "$BROKER_PID" || true
-}
+stop() { broker_stop "$1"; }
 py() { local cmd=$1; shift; python3 perf/many_partitions.py "$cmd" "127.0.0.1:$PORT" "$@" | tee -a "$RESULTS"; }
 
 # Baseline: a broker with nothing but its offsets partitions.

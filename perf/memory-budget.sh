@@ -27,10 +27,9 @@ run() { # run MODE REP
     local mode=$1 rep=$2 extra=()
     [ "$mode" = budget ] && extra=(--memory "$BUDGET")
     rm -rf "$DATA/broker"
-    "$BIN" serve --data-dir "$DATA/broker" --cores 1 --cpuset "$BROKER_CORE" --listen "127.0.0.1:$PORT" \
-        --metrics-listen "127.0.0.1:$METRICS_PORT" "${extra[@]}" >"$OUT/broker-$mode-$rep.log" 2>&1 &
-    local pid=$!
-    for _ in $(seq 100); do grep -q "listening on" "$OUT/broker-$mode-$rep.log" && break; sleep 0.1; done
+    broker_start "$OUT/broker-$mode-$rep.log" --data-dir "$DATA/broker" --cores 1 --cpuset "$BROKER_CORE" \
+        --listen "127.0.0.1:$PORT" --metrics-listen "127.0.0.1:$METRICS_PORT" "${extra[@]}"
+    local pid=$BROKER_PID
     (while kill -0 "$pid" 2>/dev/null; do
         echo "$(date +%s) $(awk '/VmRSS/ {print $2}' /proc/"$pid"/status 2>/dev/null)"
         sleep 1
@@ -40,8 +39,7 @@ run() { # run MODE REP
         --rate "$RATE" --acks 1 --cores "$CLIENT_CORE" --duration "$DURATION" --warmup 3s \
         --output "$OUT" --name "run-$mode-$rep" >"$OUT/run-$mode-$rep.txt" 2>&1 || true
     curl -s "127.0.0.1:$METRICS_PORT/metrics" | grep -E '^shardlog_(memory|batch_cache)' >"$OUT/metrics-$mode-$rep.txt" || true
-    kill -TERM "$pid"
-    wait "$pid" || true
+    broker_stop
     kill "$sampler" 2>/dev/null || true
     wait "$sampler" 2>/dev/null || true
 }
