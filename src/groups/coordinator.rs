@@ -42,7 +42,7 @@ use crate::groups::{
     membership, offsets,
     records::{self, GroupValue, Key, MemberValue, OffsetValue},
     seam::{GroupHost, OffsetsRecord, Timer},
-    GroupAnswer, GroupCall, GroupSettings,
+    GroupAnswer, GroupCall, GroupSettings, ReplayError, StoreError,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -258,12 +258,12 @@ impl Coordinator {
     }
 
     /// Applies one `__consumer_offsets` record read at start.
-    pub fn replay(&self, key: &[u8], value: Option<&[u8]>) -> Result<(), String> {
-        let key = Key::decode(key).map_err(|e| format!("key: {e}"))?;
+    pub fn replay(&self, key: &[u8], value: Option<&[u8]>) -> Result<(), ReplayError> {
+        let key = Key::decode(key).map_err(ReplayError::Key)?;
         self.replayed.set(self.replayed.get() + 1);
         match (key, value) {
             (Key::Offset { group, topic, partition }, Some(v)) => {
-                let v = OffsetValue::decode(v).map_err(|e| format!("offset value: {e}"))?;
+                let v = OffsetValue::decode(v).map_err(ReplayError::OffsetValue)?;
                 self.offsets.borrow_mut().entry(group).or_default().insert((topic, partition), v);
             }
             (Key::Offset { group, topic, partition }, None) => {
@@ -276,7 +276,7 @@ impl Coordinator {
                 }
             }
             (Key::Group { group }, Some(v)) => {
-                let v = GroupValue::decode(v).map_err(|e| format!("group value: {e}"))?;
+                let v = GroupValue::decode(v).map_err(ReplayError::GroupValue)?;
                 let mut g = Group::new(self.now_ms());
                 g.protocol_type = Some(v.protocol_type).filter(|p| !p.is_empty());
                 g.protocol = v.protocol;
@@ -364,7 +364,7 @@ impl Coordinator {
 
     /// Appends records to the group's `__consumer_offsets` partition and
     /// waits until they are durable.
-    pub(super) async fn append(&self, group_id: &str, records: Vec<OffsetsRecord>) -> Result<(), String> {
+    pub(super) async fn append(&self, group_id: &str, records: Vec<OffsetsRecord>) -> Result<(), StoreError> {
         if records.is_empty() {
             return Ok(());
         }

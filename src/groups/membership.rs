@@ -12,7 +12,7 @@ use kafka_protocol::messages::{
     JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse, SyncGroupRequest, SyncGroupResponse,
 };
 
-use crate::groups::{records::Key, seam::Timer};
+use crate::groups::{records::Key, seam::Timer, StoreError};
 use crate::protocol::errors::*;
 
 use super::coordinator::*;
@@ -429,7 +429,7 @@ pub(super) fn spawn_persist_group(c: &Rc<Coordinator>, group_id: &str) {
 }
 
 /// Appends the group's current metadata (key v2, value v3), durably.
-pub(super) async fn persist_group(c: &Rc<Coordinator>, group_id: &str) -> Result<(), String> {
+pub(super) async fn persist_group(c: &Rc<Coordinator>, group_id: &str) -> Result<(), StoreError> {
     let value = c.groups.borrow().get(group_id).map(Group::to_value);
     let Some(value) = value else { return Ok(()) };
     let key = Key::Group { group: group_id.to_string() }.encode();

@@ -13,6 +13,7 @@
 //! offset cache is a plain map with no lock and no sharing.
 
 pub mod coordinator;
+pub mod errors;
 pub mod ids;
 mod membership;
 pub mod offsets;
@@ -28,6 +29,7 @@ use kafka_protocol::messages::{
 };
 
 pub use coordinator::Coordinator;
+pub use errors::{ReplayError, StoreError};
 pub use seam::{GroupHost, Timer};
 
 /// The internal topic holding commits and group metadata.

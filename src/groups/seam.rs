@@ -6,7 +6,7 @@
 
 use std::{future::Future, pin::Pin, time::Instant};
 
-use super::GroupSettings;
+use super::{GroupSettings, StoreError};
 
 /// A future the coordinator hands the host to run on this shard's thread.
 pub type LocalTask = Pin<Box<dyn Future<Output = ()> + 'static>>;
@@ -43,7 +43,11 @@ pub trait GroupHost {
 
     /// Appends `records` to partition `partition` of `__consumer_offsets` as
     /// one batch and resolves once they are durable.
-    fn append(&self, partition: i32, records: Vec<OffsetsRecord>) -> Pin<Box<dyn Future<Output = Result<(), String>>>>;
+    fn append(
+        &self,
+        partition: i32,
+        records: Vec<OffsetsRecord>,
+    ) -> Pin<Box<dyn Future<Output = Result<(), StoreError>>>>;
 
     /// Calls `Coordinator::fire(timer)` once `after` has passed.
     ///

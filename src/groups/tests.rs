@@ -34,7 +34,7 @@ use super::{
     seam::{GroupHost, LocalTask, OffsetsRecord, Timer},
     Coordinator, GroupAnswer, GroupCall, GroupSettings,
 };
-use crate::protocol::errors::*;
+use crate::{groups::StoreError, protocol::errors::*};
 
 const GROUP: &str = "orders";
 const SESSION_MS: i32 = 10_000;
@@ -80,9 +80,13 @@ impl GroupHost for FakeHost {
         topic == "payments" && (0..4).contains(&partition)
     }
 
-    fn append(&self, partition: i32, records: Vec<OffsetsRecord>) -> Pin<Box<dyn Future<Output = Result<(), String>>>> {
+    fn append(
+        &self,
+        partition: i32,
+        records: Vec<OffsetsRecord>,
+    ) -> Pin<Box<dyn Future<Output = Result<(), StoreError>>>> {
         let result = if self.0.fail_appends.get() {
-            Err("disk on fire".to_string())
+            Err(StoreError::Storage("disk on fire".into()))
         } else {
             self.0.log.borrow_mut().push((partition, records));
             Ok(())

@@ -17,7 +17,7 @@ use bytes::BytesMut;
 use crate::{
     groups::{
         seam::{LocalTask, OffsetsRecord},
-        GroupHost, GroupSettings, Timer, OFFSETS_TOPIC,
+        GroupHost, GroupSettings, StoreError, Timer, OFFSETS_TOPIC,
     },
     protocol::record_batch::{self, BatchHeader, Record},
     shard::{
@@ -74,12 +74,16 @@ impl GroupHost for ShardGroupHost {
         table.topics.get(topic).is_some_and(|m| (0..m.partitions()).contains(&partition))
     }
 
-    fn append(&self, partition: i32, records: Vec<OffsetsRecord>) -> Pin<Box<dyn Future<Output = Result<(), String>>>> {
+    fn append(
+        &self,
+        partition: i32,
+        records: Vec<OffsetsRecord>,
+    ) -> Pin<Box<dyn Future<Output = Result<(), StoreError>>>> {
         let shard = self.shard.clone();
         Box::pin(async move {
-            let Some(shard) = shard.upgrade() else { return Err("the shard is shutting down".to_string()) };
+            let Some(shard) = shard.upgrade() else { return Err(StoreError::ShuttingDown) };
             let Some(p) = shard.partition(OFFSETS_TOPIC, partition) else {
-                return Err(format!("{OFFSETS_TOPIC}-{partition} is not open on shard {}", shard.id));
+                return Err(StoreError::NotOpen { partition });
             };
             let recs: Vec<Record<'_>> = records
                 .iter()
@@ -88,7 +92,7 @@ impl GroupHost for ShardGroupHost {
             let batch = record_batch::encode_batch(&recs, system_now_ms());
             let result = p.log.append(BytesMut::from(&batch[..]), Durability::Synced).await;
             p.appended.notify_all();
-            result.map(|_| ()).map_err(|e| e.to_string())
+            result.map(|_| ()).map_err(|e| StoreError::Storage(Box::new(e)))
         })
     }
 

@@ -10,6 +10,7 @@ pub mod messages;
 pub mod notify;
 pub mod router;
 pub mod topic_configs;
+pub mod topic_errors;
 pub mod topics;
 
 pub mod group_glue;

@@ -5,10 +5,11 @@
 
 use std::{rc::Rc, sync::Arc};
 
-use crate::protocol::errors::{self, ErrorCode};
+use crate::protocol::errors;
 use crate::shard::{
     messages::{ConfigChange, NewPartitions, NewTopic, TopicOutcome},
     router,
+    topic_errors::Refusal,
     topics::{self, TopicMeta, TopicTable},
     Shard, ShardRequest, ShardResponse,
 };
@@ -18,61 +19,23 @@ use crate::shard::{
 const PARTITIONS_PER_TOPIC_MAX: i32 = 10_000;
 
 impl Shard {
-    /// Controller only: validates, persists and announces new topics.
-    pub(super) async fn create_topics(
+    /// The shape every topic change shares: under the controller permit,
+    /// each item is checked (and, unless `validate_only`, applied) against
+    /// one copy of the table by `one`, which says whether it changed it;
+    /// then the table is persisted and published once.
+    async fn change_topics<T>(
         self: &Rc<Self>,
-        requested: Vec<NewTopic>,
-        validate_only: bool,
+        items: Vec<T>,
+        mut one: impl FnMut(&mut TopicTable, T) -> (TopicOutcome, bool),
     ) -> Vec<TopicOutcome> {
         debug_assert_eq!(self.id, router::CONTROLLER);
         let _permit = self.controller_permit.acquire_permit(1).await.expect("controller permit: never closed");
         let mut table = (*self.topics()).clone();
-        let mut outcomes = Vec::new();
+        let mut outcomes = Vec::with_capacity(items.len());
         let mut changed = false;
-        for t in requested {
-            let partitions = if t.partitions == -1 { self.settings.default_partitions } else { t.partitions };
-            let mut outcome =
-                TopicOutcome { name: t.name.clone(), error: errors::NONE, message: None, id: [0; 16], partitions };
-            let configs: std::collections::BTreeMap<String, String> = t.configs.into_iter().collect();
-            let check = if let Err(m) = topics::validate_topic_name(&t.name) {
-                Err((errors::INVALID_TOPIC_EXCEPTION, m))
-            } else if table.topics.contains_key(&t.name) {
-                Err((errors::TOPIC_ALREADY_EXISTS, format!("topic {} already exists", t.name)))
-            } else if !(1..=PARTITIONS_PER_TOPIC_MAX).contains(&partitions) {
-                Err((
-                    errors::INVALID_PARTITIONS,
-                    format!("partitions must be 1..={PARTITIONS_PER_TOPIC_MAX}, got {partitions}"),
-                ))
-            } else if let Err(m) = self.room_for(&table, partitions) {
-                Err((errors::POLICY_VIOLATION, m))
-            } else if !(t.replication_factor == -1 || t.replication_factor == 1) {
-                Err((
-                    errors::INVALID_REPLICATION_FACTOR,
-                    format!("replication factor {} > 1 needs more brokers; this cluster has 1", t.replication_factor),
-                ))
-            } else if let Err(m) = topics::log_config(&configs) {
-                Err((errors::INVALID_CONFIG, m))
-            } else {
-                Ok(())
-            };
-            match check {
-                Err((code, message)) => {
-                    outcome.error = code;
-                    outcome.message = Some(message);
-                }
-                Ok(()) if validate_only => {}
-                Ok(()) => {
-                    let meta = TopicMeta {
-                        id: topics::new_topic_id(),
-                        shards: router::assign(&t.name, partitions, self.count),
-                        configs,
-                        internal: false,
-                    };
-                    outcome.id = meta.id_bytes();
-                    table.topics.insert(t.name.clone(), meta);
-                    changed = true;
-                }
-            }
+        for item in items {
+            let (outcome, changed_table) = one(&mut table, item);
+            changed |= changed_table;
             outcomes.push(outcome);
         }
         if changed {
@@ -81,18 +44,76 @@ impl Shard {
         outcomes
     }
 
+    /// Controller only: validates, persists and announces new topics.
+    pub(super) async fn create_topics(
+        self: &Rc<Self>,
+        requested: Vec<NewTopic>,
+        validate_only: bool,
+    ) -> Vec<TopicOutcome> {
+        let this = self.clone();
+        self.change_topics(requested, |table, t| this.create_one(table, t, validate_only)).await
+    }
+
+    fn create_one(&self, table: &mut TopicTable, mut t: NewTopic, validate_only: bool) -> (TopicOutcome, bool) {
+        let partitions = if t.partitions == -1 { self.settings.default_partitions } else { t.partitions };
+        let mut outcome = outcome_for(&t.name, partitions);
+        let configs: std::collections::BTreeMap<String, String> = std::mem::take(&mut t.configs).into_iter().collect();
+        let check = self.check_new_topic(table, &t, partitions, &configs);
+        let Some(()) = settle(&mut outcome, check, validate_only) else { return (outcome, false) };
+        let meta = TopicMeta {
+            id: topics::new_topic_id(),
+            shards: router::assign(&t.name, partitions, self.count),
+            configs,
+            internal: false,
+        };
+        outcome.id = meta.id_bytes();
+        table.topics.insert(t.name, meta);
+        (outcome, true)
+    }
+
+    fn check_new_topic(
+        &self,
+        table: &TopicTable,
+        t: &NewTopic,
+        partitions: i32,
+        configs: &std::collections::BTreeMap<String, String>,
+    ) -> Result<(), Refusal> {
+        topics::validate_topic_name(&t.name)?;
+        if table.topics.contains_key(&t.name) {
+            return Err(Refusal::new(errors::TOPIC_ALREADY_EXISTS, format!("topic {} already exists", t.name)));
+        }
+        if !(1..=PARTITIONS_PER_TOPIC_MAX).contains(&partitions) {
+            return Err(Refusal::new(
+                errors::INVALID_PARTITIONS,
+                format!("partitions must be 1..={PARTITIONS_PER_TOPIC_MAX}, got {partitions}"),
+            ));
+        }
+        self.room_for(table, partitions)?;
+        if !(t.replication_factor == -1 || t.replication_factor == 1) {
+            return Err(Refusal::new(
+                errors::INVALID_REPLICATION_FACTOR,
+                format!("replication factor {} > 1 needs more brokers; this cluster has 1", t.replication_factor),
+            ));
+        }
+        topics::log_config(configs)?;
+        Ok(())
+    }
+
     /// Whether `more` partitions fit beside those in `table` within the
-    /// broker's open-files limit.
-    fn room_for(&self, table: &TopicTable, more: i32) -> Result<(), String> {
+    /// broker's memory budget (POLICY_VIOLATION if not).
+    fn room_for(&self, table: &TopicTable, more: i32) -> Result<(), Refusal> {
         let (have, max) = (table.partition_count(), self.settings.max_partitions);
         if have + more.max(0) as u64 <= max {
             return Ok(());
         }
-        Err(format!(
-            "{more} more partitions would make {} on this broker, and its memory budget leaves room for {max} \
-             ({} of state each); raise --memory and restart the broker",
-            have + more.max(0) as u64,
-            crate::server::memory::show(crate::server::memory::PARTITION_STATE_BYTES)
+        Err(Refusal::new(
+            errors::POLICY_VIOLATION,
+            format!(
+                "{more} more partitions would make {} on this broker, and its memory budget leaves room for {max} \
+                 ({} of state each); raise --memory and restart the broker",
+                have + more.max(0) as u64,
+                crate::server::memory::show(crate::server::memory::PARTITION_STATE_BYTES)
+            ),
         ))
     }
 
@@ -104,43 +125,20 @@ impl Shard {
         requested: Vec<NewPartitions>,
         validate_only: bool,
     ) -> Vec<TopicOutcome> {
-        debug_assert_eq!(self.id, router::CONTROLLER);
-        let _permit = self.controller_permit.acquire_permit(1).await.expect("controller permit: never closed");
-        let mut table = (*self.topics()).clone();
-        let mut outcomes = Vec::new();
-        let mut changed = false;
-        for t in requested {
-            let mut outcome = TopicOutcome {
-                name: t.name.clone(),
-                error: errors::NONE,
-                message: None,
-                id: [0; 16],
-                partitions: t.count,
-            };
+        let this = self.clone();
+        self.change_topics(requested, |table, t| {
+            let mut outcome = outcome_for(&t.name, t.count);
             let grows_by = table.topics.get(&t.name).map_or(0, |m| t.count - m.partitions());
-            let check = check_new_partitions(&table, &t)
-                .and_then(|()| self.room_for(&table, grows_by).map_err(|m| (errors::POLICY_VIOLATION, m)));
-            match check {
-                Err((code, message)) => {
-                    outcome.error = code;
-                    outcome.message = Some(message);
-                }
-                Ok(()) if validate_only => {}
-                Ok(()) => {
-                    let meta = table.topics.get_mut(&t.name).expect("checked: the topic exists");
-                    let placed = router::assign(&t.name, t.count, self.count);
-                    let have = meta.shards.len();
-                    meta.shards.extend_from_slice(&placed[have..]);
-                    outcome.id = meta.id_bytes();
-                    changed = true;
-                }
-            }
-            outcomes.push(outcome);
-        }
-        if changed {
-            self.publish_or_fail(table, &mut outcomes).await;
-        }
-        outcomes
+            let check = check_new_partitions(table, &t).and_then(|()| this.room_for(table, grows_by));
+            let Some(()) = settle(&mut outcome, check, validate_only) else { return (outcome, false) };
+            let meta = table.topics.get_mut(&t.name).expect("checked: the topic exists");
+            let placed = router::assign(&t.name, t.count, this.count);
+            let have = meta.shards.len();
+            meta.shards.extend_from_slice(&placed[have..]);
+            outcome.id = meta.id_bytes();
+            (outcome, true)
+        })
+        .await
     }
 
     /// Controller only: checks, persists and publishes topic config changes;
@@ -151,47 +149,17 @@ impl Shard {
         changes: Vec<ConfigChange>,
         validate_only: bool,
     ) -> Vec<TopicOutcome> {
-        debug_assert_eq!(self.id, router::CONTROLLER);
-        let _permit = self.controller_permit.acquire_permit(1).await.expect("controller permit: never closed");
-        let mut table = (*self.topics()).clone();
-        let mut outcomes = Vec::new();
-        let mut changed = false;
-        for change in changes {
-            let mut outcome = TopicOutcome {
-                name: change.topic.clone(),
-                error: errors::NONE,
-                message: None,
-                id: [0; 16],
-                partitions: 0,
+        self.change_topics(changes, |table, change| {
+            let mut outcome = outcome_for(&change.topic, 0);
+            let Some(configs) = settle(&mut outcome, changed_configs(table, &change), validate_only) else {
+                return (outcome, false);
             };
-            let result = match table.topics.get(&change.topic) {
-                None => Err((errors::UNKNOWN_TOPIC_OR_PARTITION, format!("topic {} does not exist", change.topic))),
-                Some(meta) if meta.internal => Err((
-                    errors::INVALID_REQUEST,
-                    format!("{} is an internal topic; its configs are the broker's", change.topic),
-                )),
-                Some(meta) => topics::changed_configs(&meta.configs, &change)
-                    .and_then(|configs| topics::log_config(&configs).map(|_| configs))
-                    .map_err(|m| (errors::INVALID_CONFIG, format!("topic {}: {m}", change.topic))),
-            };
-            match result {
-                Err((code, message)) => {
-                    outcome.error = code;
-                    outcome.message = Some(message);
-                }
-                Ok(_) if validate_only => {}
-                Ok(configs) => {
-                    let meta = table.topics.get_mut(&change.topic).expect("checked: the topic exists");
-                    changed |= meta.configs != configs;
-                    meta.configs = configs;
-                }
-            }
-            outcomes.push(outcome);
-        }
-        if changed {
-            self.publish_or_fail(table, &mut outcomes).await;
-        }
-        outcomes
+            let meta = table.topics.get_mut(&change.topic).expect("checked: the topic exists");
+            let changed = meta.configs != configs;
+            meta.configs = configs;
+            (outcome, changed)
+        })
+        .await
     }
 
     /// Controller only: removes topics, then their partitions' files.
@@ -323,16 +291,57 @@ impl Shard {
 }
 
 /// Why a CreatePartitions request for one topic is refused, as Kafka says it.
-fn check_new_partitions(table: &TopicTable, t: &NewPartitions) -> Result<(), (ErrorCode, String)> {
+/// A topic's result before any check: no error.
+fn outcome_for(name: &str, partitions: i32) -> TopicOutcome {
+    TopicOutcome { name: name.to_string(), error: errors::NONE, message: None, id: [0; 16], partitions }
+}
+
+/// Puts a refusal into the topic's result. `Some` when the change is to be
+/// applied: it passed its checks and this is not a dry run.
+fn settle<T>(outcome: &mut TopicOutcome, check: Result<T, Refusal>, validate_only: bool) -> Option<T> {
+    match check {
+        Err(refusal) => {
+            outcome.error = refusal.code;
+            outcome.message = Some(refusal.message);
+            None
+        }
+        Ok(_) if validate_only => None,
+        Ok(change) => Some(change),
+    }
+}
+
+/// The configs `change` gives its topic, checked.
+fn changed_configs(
+    table: &TopicTable,
+    change: &ConfigChange,
+) -> Result<std::collections::BTreeMap<String, String>, Refusal> {
+    let Some(meta) = table.topics.get(&change.topic) else {
+        return Err(Refusal::new(errors::UNKNOWN_TOPIC_OR_PARTITION, format!("topic {} does not exist", change.topic)));
+    };
+    if meta.internal {
+        return Err(Refusal::new(
+            errors::INVALID_REQUEST,
+            format!("{} is an internal topic; its configs are the broker's", change.topic),
+        ));
+    }
+    topics::changed_configs(&meta.configs, change)
+        .and_then(|configs| topics::log_config(&configs).map(|_| configs))
+        .map_err(|e| Refusal::new(e.code(), format!("topic {}: {e}", change.topic)))
+}
+
+fn check_new_partitions(table: &TopicTable, t: &NewPartitions) -> Result<(), Refusal> {
     let Some(meta) = table.topics.get(&t.name) else {
-        return Err((errors::UNKNOWN_TOPIC_OR_PARTITION, format!("topic {} does not exist", t.name)));
+        return Err(Refusal::new(errors::UNKNOWN_TOPIC_OR_PARTITION, format!("topic {} does not exist", t.name)));
     };
     if meta.internal {
         // Group placement hashes over the internal topic's partition count.
-        return Err((errors::INVALID_PARTITIONS, format!("{} is an internal topic; its partitions are fixed", t.name)));
+        return Err(Refusal::new(
+            errors::INVALID_PARTITIONS,
+            format!("{} is an internal topic; its partitions are fixed", t.name),
+        ));
     }
     if t.count <= meta.partitions() {
-        return Err((
+        return Err(Refusal::new(
             errors::INVALID_PARTITIONS,
             format!(
                 "topic {} currently has {} partitions, which is higher than or equal to the requested {}",
@@ -343,13 +352,13 @@ fn check_new_partitions(table: &TopicTable, t: &NewPartitions) -> Result<(), (Er
         ));
     }
     if t.count > PARTITIONS_PER_TOPIC_MAX {
-        return Err((
+        return Err(Refusal::new(
             errors::INVALID_PARTITIONS,
             format!("partitions must be at most {PARTITIONS_PER_TOPIC_MAX}, got {}", t.count),
         ));
     }
     if t.replicas_per_partition > 1 {
-        return Err((
+        return Err(Refusal::new(
             errors::INVALID_REPLICA_ASSIGNMENT,
             format!("an assignment of {} replicas needs more brokers; this cluster has 1", t.replicas_per_partition),
         ));

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use super::topic_errors::ConfigError;
 use crate::storage::LogConfig;
 
 /// Kafka's config value types, numbered as DescribeConfigs (v3+) sends them.
@@ -103,9 +104,9 @@ pub fn find(name: &str) -> Option<&'static TopicConfigDef> {
 
 /// Checks one value against its config's type and choices; the error names
 /// the config.
-pub fn validate(name: &str, value: &str) -> Result<(), String> {
+pub fn validate(name: &str, value: &str) -> Result<(), ConfigError> {
     let Some(d) = find(name) else {
-        return Err(format!("unknown topic config {name:?}"));
+        return Err(ConfigError::Unknown { name: name.to_string() });
     };
     let ok = match d.kind {
         ConfigType::Boolean => matches!(value.to_ascii_lowercase().as_str(), "true" | "false"),
@@ -115,14 +116,14 @@ pub fn validate(name: &str, value: &str) -> Result<(), String> {
         ConfigType::String | ConfigType::List => true,
     };
     if !ok {
-        return Err(format!("config {name}={value:?} is not a valid {:?}", d.kind));
+        return Err(ConfigError::WrongType { name: name.to_string(), value: value.to_string(), kind: d.kind });
     }
     let items: Vec<&str> = match d.kind {
         ConfigType::List => value.split(',').map(str::trim).filter(|s| !s.is_empty()).collect(),
         _ => vec![value],
     };
     if let Some(bad) = items.iter().find(|v| !d.choices.is_empty() && !d.choices.contains(v)) {
-        return Err(format!("config {name}={bad:?}: allowed values are {}", d.choices.join(", ")));
+        return Err(ConfigError::NotAllowed { name: name.to_string(), value: bad.to_string(), allowed: d.choices });
     }
     Ok(())
 }
@@ -161,14 +162,14 @@ mod tests {
     #[test]
     fn values_are_checked_by_type_and_choices() {
         assert!(validate("compression.type", "lz4").is_ok());
-        assert!(validate("compression.type", "brotli").unwrap_err().contains("compression.type"));
+        assert!(validate("compression.type", "brotli").unwrap_err().to_string().contains("compression.type"));
         assert!(validate("min.insync.replicas", "2").is_ok());
         assert!(validate("min.insync.replicas", "two").is_err());
         assert!(validate("cleanup.policy", "compact,delete").is_ok());
         assert!(validate("cleanup.policy", "compact,shred").is_err());
         assert!(validate("preallocate", "TRUE").is_ok());
         assert!(validate("min.cleanable.dirty.ratio", "0.25").is_ok());
-        assert!(validate("no.such.config", "1").unwrap_err().contains("no.such.config"));
+        assert_eq!(validate("no.such.config", "1"), Err(ConfigError::Unknown { name: "no.such.config".into() }));
     }
 
     #[test]

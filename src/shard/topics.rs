@@ -7,6 +7,7 @@ use std::{collections::BTreeMap, path::Path};
 
 use serde::{Deserialize, Serialize};
 
+use super::topic_errors::{ConfigError, TopicNameError};
 use crate::storage::{file::write_atomically, LogConfig};
 
 pub const TOPICS_FILE: &str = "topics.toml";
@@ -111,15 +112,15 @@ impl TopicTable {
 
 /// Checks a topic name the way Kafka does: 1–249 chars of `[a-zA-Z0-9._-]`,
 /// not `.` or `..`.
-pub fn validate_topic_name(name: &str) -> Result<(), String> {
+pub fn validate_topic_name(name: &str) -> Result<(), TopicNameError> {
     if name.is_empty() || name.len() > 249 {
-        return Err(format!("topic name must have 1 to 249 characters, not {}", name.len()));
+        return Err(TopicNameError::Length(name.len()));
     }
     if name == "." || name == ".." {
-        return Err("topic name cannot be '.' or '..'".into());
+        return Err(TopicNameError::Dots);
     }
     if let Some(c) = name.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))) {
-        return Err(format!("topic name contains illegal character {c:?}"));
+        return Err(TopicNameError::IllegalChar(c));
     }
     Ok(())
 }
@@ -127,11 +128,12 @@ pub fn validate_topic_name(name: &str) -> Result<(), String> {
 /// The log settings of a topic: broker defaults overridden by its configs.
 /// Every Kafka topic config is checked (`topic_configs`); the ones the log
 /// does not act on are kept in the table and described, nothing more.
-pub fn log_config(configs: &BTreeMap<String, String>) -> Result<LogConfig, String> {
+pub fn log_config(configs: &BTreeMap<String, String>) -> Result<LogConfig, ConfigError> {
     let mut c = LogConfig::default();
     for (key, value) in configs {
         super::topic_configs::validate(key, value)?;
-        let int = || value.parse::<i64>().map_err(|_| format!("config {key}={value:?} is not an integer"));
+        let int =
+            || value.parse::<i64>().map_err(|_| ConfigError::NotInteger { name: key.clone(), value: value.clone() });
         match key.as_str() {
             "cleanup.policy" => match value.as_str() {
                 "delete" => (c.compacted, c.delete) = (false, true),
@@ -139,7 +141,7 @@ pub fn log_config(configs: &BTreeMap<String, String>) -> Result<LogConfig, Strin
                 "compact,delete" | "delete,compact" | "compact, delete" | "delete, compact" => {
                     (c.compacted, c.delete) = (true, true)
                 }
-                _ => return Err(format!("cleanup.policy must be delete or compact, not {value:?}")),
+                _ => return Err(ConfigError::CleanupPolicy { value: value.clone() }),
             },
             "retention.ms" => c.retention_ms = Some(int()?).filter(|v| *v >= 0),
             "retention.bytes" => c.retention_bytes = u64::try_from(int()?).ok(),
@@ -158,13 +160,13 @@ pub fn log_config(configs: &BTreeMap<String, String>) -> Result<LogConfig, Strin
 pub fn changed_configs(
     current: &BTreeMap<String, String>,
     change: &crate::shard::messages::ConfigChange,
-) -> Result<BTreeMap<String, String>, String> {
+) -> Result<BTreeMap<String, String>, ConfigError> {
     let mut configs = if change.replace_all { BTreeMap::new() } else { current.clone() };
     for (name, op, value) in &change.ops {
-        let def = super::topic_configs::find(name).ok_or_else(|| format!("unknown topic config {name:?}"))?;
+        let def = super::topic_configs::find(name).ok_or_else(|| ConfigError::Unknown { name: name.clone() })?;
         let list_op = matches!(op, 2 | 3);
         if list_op && def.kind != super::topic_configs::ConfigType::List {
-            return Err(format!("config {name} is not a list: it cannot be appended to or subtracted from"));
+            return Err(ConfigError::NotAList { name: name.clone() });
         }
         let value = value.clone();
         match (op, value) {
@@ -187,18 +189,18 @@ pub fn changed_configs(
                 }
                 configs.insert(name.clone(), items.join(","));
             }
-            (2 | 3, None) => return Err(format!("config {name}: append and subtract need a value")),
-            (other, _) => return Err(format!("config {name}: unknown operation {other}")),
+            (2 | 3, None) => return Err(ConfigError::NeedsValue { name: name.clone() }),
+            (other, _) => return Err(ConfigError::UnknownOperation { name: name.clone(), operation: *other }),
         }
     }
     Ok(configs)
 }
 
-fn positive(key: &str, v: i64) -> Result<i64, String> {
+fn positive(key: &str, v: i64) -> Result<i64, ConfigError> {
     if v > 0 {
         Ok(v)
     } else {
-        Err(format!("config {key} must be positive, got {v}"))
+        Err(ConfigError::NotPositive { name: key.to_string(), value: v })
     }
 }
 
@@ -223,7 +225,7 @@ mod tests {
             assert!(log_config(&m).is_ok(), "{value}");
         }
         let m = BTreeMap::from([("compression.type".to_string(), "brotli".to_string())]);
-        assert!(log_config(&m).unwrap_err().contains("brotli"));
+        assert!(log_config(&m).unwrap_err().to_string().contains("brotli"));
     }
 
     #[test]
