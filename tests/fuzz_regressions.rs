@@ -14,10 +14,6 @@ use std::{
 use common::{broker::Broker, wire::*};
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
 
-/// The broker's allocator, as in the broker binary and the fuzz targets.
-#[global_allocator]
-static ALLOCATOR: shardlog::server::alloc::LazyHugeAlloc = shardlog::server::alloc::LazyHugeAlloc;
-
 fn inputs(target: &str) -> Vec<(String, Vec<u8>)> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz/regressions").join(target);
     let mut out: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)

@@ -4,6 +4,7 @@
 //! **Architecture invariant:** nothing in `protocol` touches a file, a socket
 //! or a clock. It is tested as plain functions.
 
+pub mod claimed_counts;
 pub mod client;
 pub mod errors;
 pub mod record_batch;

@@ -22,6 +22,7 @@ use kafka_protocol::{
 use crate::{
     limits,
     metrics::stages::{RequestTrace, Stage},
+    protocol::claimed_counts,
     server::handlers::{self, api_versions, groups},
     shard::Shard,
     storage::Chunk,
@@ -245,8 +246,10 @@ async fn handle_other(
     let response_header_version = if key == ApiKey::ApiVersions { 0 } else { key.response_header_version(version) };
     if key == ApiKey::ApiVersions {
         // The body (client software name) is informational; a v3 body we
-        // cannot read still gets an answer.
-        let _ = ApiVersionsRequest::decode(&mut frame, version);
+        // cannot read (or whose lengths overrun it) still gets an answer.
+        if claimed_counts::check(key, version, &frame).is_ok() {
+            let _ = ApiVersionsRequest::decode(&mut frame, version);
+        }
         let response = frame_response(header.correlation_id, version, &api_versions::respond(0), 0);
         return Ok(Some(response.map_err(|e| unencodable(key, version, e))?));
     }
@@ -337,7 +340,10 @@ enum Request {
 
 /// Decodes the body after the request header: the one place that maps an
 /// API key to its request type (the handlers and the fuzz target share it).
+/// The body's claimed counts are bounded first: the protocol crate reserves
+/// an array's claimed length before reading it (`protocol::claimed_counts`).
 fn decode_body(key: ApiKey, version: i16, body: &mut Bytes) -> Result<Request, String> {
+    claimed_counts::check(key, version, body).map_err(|e| decode_failed(key, version, e))?;
     macro_rules! decode {
         ($variant:ident, $ty:ty) => {
             Request::$variant(<$ty>::decode(body, version).map_err(|e| decode_failed(key, version, e))?)
@@ -394,7 +400,9 @@ pub fn decode_request(mut frame: Bytes) -> Result<(ApiKey, i16), String> {
     }
     RequestHeader::decode(&mut frame, key.request_header_version(version)).map_err(|e| e.to_string())?;
     if key == ApiKey::ApiVersions {
-        let _ = ApiVersionsRequest::decode(&mut frame, version);
+        if claimed_counts::check(key, version, &frame).is_ok() {
+            let _ = ApiVersionsRequest::decode(&mut frame, version);
+        }
         return Ok((key, version));
     }
     if let Request::Produce(req) = decode_body(key, version, &mut frame)? {

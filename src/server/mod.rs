@@ -4,7 +4,6 @@
 //!
 //! **Architecture invariant:** only `server` (and `cli`) touch sockets.
 
-pub mod alloc;
 pub mod config;
 pub mod connection;
 pub mod descriptors;

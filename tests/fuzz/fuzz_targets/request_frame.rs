@@ -6,10 +6,6 @@
 
 use libfuzzer_sys::fuzz_target;
 
-/// The broker's allocator, so what is fuzzed is what runs.
-#[global_allocator]
-static ALLOCATOR: shardlog::server::alloc::LazyHugeAlloc = shardlog::server::alloc::LazyHugeAlloc;
-
 fuzz_target!(|data: &[u8]| {
     let _ = shardlog::server::connection::decode_request(bytes::Bytes::copy_from_slice(data));
 });
