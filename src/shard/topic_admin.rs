@@ -7,10 +7,11 @@ use std::{rc::Rc, sync::Arc};
 
 use crate::protocol::errors::{self, ErrorCode};
 use crate::shard::{
+    messages::ApplyTopics,
     messages::{ConfigChange, NewPartitions, NewTopic, TopicOutcome},
     router,
     topics::{self, TopicMeta, TopicTable},
-    Shard, ShardRequest, ShardResponse,
+    Shard,
 };
 
 /// Most partitions one CreateTopics may ask for in a topic. Each partition is
@@ -36,7 +37,7 @@ impl Shard {
             let configs: std::collections::BTreeMap<String, String> = t.configs.into_iter().collect();
             let check = if let Err(m) = topics::validate_topic_name(&t.name) {
                 Err((errors::INVALID_TOPIC_EXCEPTION, m))
-            } else if table.topics.contains_key(&t.name) {
+            } else if table.topics.contains_key(t.name.as_str()) {
                 Err((errors::TOPIC_ALREADY_EXISTS, format!("topic {} already exists", t.name)))
             } else if !(1..=PARTITIONS_PER_TOPIC_MAX).contains(&partitions) {
                 Err((
@@ -69,7 +70,7 @@ impl Shard {
                         internal: false,
                     };
                     outcome.id = meta.id_bytes();
-                    table.topics.insert(t.name.clone(), meta);
+                    table.topics.insert(t.name.as_str().into(), meta);
                     changed = true;
                 }
             }
@@ -117,7 +118,7 @@ impl Shard {
                 id: [0; 16],
                 partitions: t.count,
             };
-            let grows_by = table.topics.get(&t.name).map_or(0, |m| t.count - m.partitions());
+            let grows_by = table.topics.get(t.name.as_str()).map_or(0, |m| t.count - m.partitions());
             let check = check_new_partitions(&table, &t)
                 .and_then(|()| self.room_for(&table, grows_by).map_err(|m| (errors::POLICY_VIOLATION, m)));
             match check {
@@ -127,7 +128,7 @@ impl Shard {
                 }
                 Ok(()) if validate_only => {}
                 Ok(()) => {
-                    let meta = table.topics.get_mut(&t.name).expect("checked: the topic exists");
+                    let meta = table.topics.get_mut(t.name.as_str()).expect("checked: the topic exists");
                     let placed = router::assign(&t.name, t.count, self.count);
                     let have = meta.shards.len();
                     meta.shards.extend_from_slice(&placed[have..]);
@@ -164,7 +165,7 @@ impl Shard {
                 id: [0; 16],
                 partitions: 0,
             };
-            let result = match table.topics.get(&change.topic) {
+            let result = match table.topics.get(change.topic.as_str()) {
                 None => Err((errors::UNKNOWN_TOPIC_OR_PARTITION, format!("topic {} does not exist", change.topic))),
                 Some(meta) if meta.internal => Err((
                     errors::INVALID_REQUEST,
@@ -181,7 +182,7 @@ impl Shard {
                 }
                 Ok(_) if validate_only => {}
                 Ok(configs) => {
-                    let meta = table.topics.get_mut(&change.topic).expect("checked: the topic exists");
+                    let meta = table.topics.get_mut(change.topic.as_str()).expect("checked: the topic exists");
                     changed |= meta.configs != configs;
                     meta.configs = configs;
                 }
@@ -202,13 +203,13 @@ impl Shard {
         for name in names {
             let mut o =
                 TopicOutcome { name: name.clone(), error: errors::NONE, message: None, id: [0; 16], partitions: 0 };
-            if table.topics.get(&name).is_some_and(|m| m.internal) {
+            if table.topics.get(name.as_str()).is_some_and(|m| m.internal) {
                 o.error = errors::INVALID_TOPIC_EXCEPTION;
                 o.message = Some(format!("{name} is an internal topic and cannot be deleted"));
                 outcomes.push(o);
                 continue;
             }
-            match table.topics.remove(&name) {
+            match table.topics.remove(name.as_str()) {
                 Some(meta) => {
                     o.id = meta.id_bytes();
                     o.partitions = meta.partitions();
@@ -263,9 +264,9 @@ impl Shard {
                 "partition {topic}-{partition} could not be opened ({cause}){}; the change to {topic} was undone",
                 if mine.len() > 1 { format!(" and {} more", mine.len() - 1) } else { String::new() }
             ));
-            match before.topics.get(&o.name) {
-                Some(meta) => table.topics.insert(o.name.clone(), meta.clone()),
-                None => table.topics.remove(&o.name),
+            match before.topics.get(o.name.as_str()) {
+                Some(meta) => table.topics.insert(o.name.as_str().into(), meta.clone()),
+                None => table.topics.remove(o.name.as_str()),
             };
             undo = true;
         }
@@ -274,7 +275,7 @@ impl Shard {
             // the undo closes and removes only the ones that opened.
             let gone: Vec<_> = failed
                 .iter()
-                .filter(|(t, p, _)| before.topics.get(t).is_none_or(|old| *p >= old.partitions()))
+                .filter(|(t, p, _)| before.topics.get(t.as_str()).is_none_or(|old| *p >= old.partitions()))
                 .map(|(t, p, _)| self.settings.data_dir.join(format!("{t}-{p}")))
                 .collect();
             let removed = glommio::executor().spawn_blocking(move || {
@@ -308,13 +309,12 @@ impl Shard {
         let mut tasks = Vec::new();
         for target in 0..self.count {
             let (shard, table) = (self.clone(), table.clone());
-            tasks.push(glommio::spawn_local(
-                async move { shard.call(target, ShardRequest::ApplyTopics { table }).await },
-            ));
+            tasks.push(glommio::spawn_local(async move { shard.ask(target, ApplyTopics { table }).await }));
         }
         let mut failed = Vec::new();
         for t in tasks {
-            if let ShardResponse::Applied(f) = t.await {
+            // A shard already gone (shutdown) has nothing left to open.
+            if let Ok(f) = t.await {
                 failed.extend(f);
             }
         }
@@ -324,7 +324,7 @@ impl Shard {
 
 /// Why a CreatePartitions request for one topic is refused, as Kafka says it.
 fn check_new_partitions(table: &TopicTable, t: &NewPartitions) -> Result<(), (ErrorCode, String)> {
-    let Some(meta) = table.topics.get(&t.name) else {
+    let Some(meta) = table.topics.get(t.name.as_str()) else {
         return Err((errors::UNKNOWN_TOPIC_OR_PARTITION, format!("topic {} does not exist", t.name)));
     };
     if meta.internal {

@@ -26,7 +26,7 @@ use crate::protocol::errors::{self, COORDINATOR_NOT_AVAILABLE, INVALID_GROUP_ID}
 use crate::{
     groups::{records, FetchedOffset, GroupAnswer, GroupCall, OFFSETS_TOPIC},
     server::handlers::str_bytes,
-    shard::{router, Shard, ShardId, ShardRequest, ShardResponse},
+    shard::{messages::Group, router, Shard, ShardId},
 };
 
 /// The shard coordinating `group`, if `__consumer_offsets` exists.
@@ -38,10 +38,7 @@ fn coordinator_of(shard: &Shard, group: &str) -> Option<ShardId> {
 /// Sends a group call to its coordinator; `None` when none is reachable.
 async fn call(shard: &Rc<Shard>, group: &str, call: GroupCall) -> Option<GroupAnswer> {
     let owner = coordinator_of(shard, group)?;
-    match shard.call(owner, ShardRequest::Group(call)).await {
-        ShardResponse::Group(answer) => Some(answer),
-        _ => None,
-    }
+    shard.ask(owner, Group(call)).await.ok()
 }
 
 pub fn find_coordinator(shard: &Shard, req: FindCoordinatorRequest, version: i16) -> FindCoordinatorResponse {
@@ -276,11 +273,11 @@ pub async fn describe(shard: &Rc<Shard>, req: DescribeGroupsRequest) -> Describe
     let mut described = Vec::new();
     for (owner, groups) in by_coordinator(shard, &names) {
         let answer = match owner {
-            Some(owner) => shard.call(owner, ShardRequest::Group(GroupCall::Describe { groups: groups.clone() })).await,
-            None => ShardResponse::Unavailable,
+            Some(owner) => shard.ask(owner, Group(GroupCall::Describe { groups: groups.clone() })).await.ok(),
+            None => None,
         };
         match answer {
-            ShardResponse::Group(GroupAnswer::Describe(r)) => described.extend(r.groups),
+            Some(GroupAnswer::Describe(r)) => described.extend(r.groups),
             _ => {
                 for g in groups {
                     let mut d = kafka_protocol::messages::describe_groups_response::DescribedGroup::default();
@@ -308,8 +305,8 @@ pub async fn list(shard: &Rc<Shard>, req: ListGroupsRequest) -> ListGroupsRespon
         return resp;
     }
     for target in 0..shard.count {
-        match shard.call(target, ShardRequest::Group(GroupCall::List { states: states.clone() })).await {
-            ShardResponse::Group(GroupAnswer::List(groups)) => {
+        match shard.ask(target, Group(GroupCall::List { states: states.clone() })).await {
+            Ok(GroupAnswer::List(groups)) => {
                 for g in groups {
                     let mut l = ListedOut::default();
                     l.group_id = GroupId(str_bytes(&g.group));
@@ -330,11 +327,11 @@ pub async fn delete(shard: &Rc<Shard>, req: DeleteGroupsRequest) -> DeleteGroups
     let mut resp = DeleteGroupsResponse::default();
     for (owner, groups) in by_coordinator(shard, &names) {
         let answer = match owner {
-            Some(owner) => shard.call(owner, ShardRequest::Group(GroupCall::Delete { groups: groups.clone() })).await,
-            None => ShardResponse::Unavailable,
+            Some(owner) => shard.ask(owner, Group(GroupCall::Delete { groups: groups.clone() })).await.ok(),
+            None => None,
         };
         match answer {
-            ShardResponse::Group(GroupAnswer::Delete(r)) => resp.results.extend(r.results),
+            Some(GroupAnswer::Delete(r)) => resp.results.extend(r.results),
             _ => {
                 for g in groups {
                     let mut r = kafka_protocol::messages::delete_groups_response::DeletableGroupResult::default();
