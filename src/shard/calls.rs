@@ -10,13 +10,21 @@
 
 use std::{future::Future, rc::Rc};
 
+use kafka_protocol::messages::{
+    DeleteGroupsResponse, DescribeGroupsResponse, JoinGroupResponse, LeaveGroupResponse, OffsetCommitResponse,
+    OffsetDeleteResponse, SyncGroupResponse,
+};
+
 use crate::{
-    groups::GroupAnswer,
+    groups::{
+        CommitOffsets, DeleteGroups, DeleteOffsets, DescribeGroups, FetchOffsets, FetchedOffset, Heartbeat, JoinGroup,
+        LeaveGroup, ListGroups, ListedGroup, SyncGroup,
+    },
     metrics::snapshot::ShardSnapshot,
     shard::{
         messages::{
             AllocateProducerId, AlterConfigs, ApplyTopics, CreatePartitions, CreateTopics, DeleteRecords, DeleteTopics,
-            Group, ListOffset, Metrics, OffsetFound, Produce, Produced, Read, ReadOutcome, TopicOutcome, WaitForData,
+            ListOffset, Metrics, OffsetFound, Produce, Produced, Read, ReadOutcome, TopicOutcome, WaitForData,
         },
         Shard,
     },
@@ -130,7 +138,17 @@ cross_shard_calls! {
         |shard, AlterConfigs { changes, validate_only }| shard.alter_configs(changes, validate_only);
     DeleteTopics -> Vec<TopicOutcome> = |shard, DeleteTopics { names }| shard.delete_topics(names);
     ApplyTopics -> Vec<(String, i32, String)> = |shard, ApplyTopics { table }| shard.apply_topics(table);
-    Group -> GroupAnswer = |shard, Group(call)| shard.groups.handle(call);
+    // To a group's coordinator shard.
+    JoinGroup -> JoinGroupResponse = |shard, call| shard.groups.join(call);
+    SyncGroup -> SyncGroupResponse = |shard, call| shard.groups.sync(call);
+    Heartbeat -> i16 = |shard, call| shard.groups.heartbeat(call);
+    LeaveGroup -> LeaveGroupResponse = |shard, call| shard.groups.leave(call);
+    CommitOffsets -> OffsetCommitResponse = |shard, call| shard.groups.commit(call);
+    FetchOffsets -> Vec<FetchedOffset> = |shard, call| shard.groups.fetch_offsets(call);
+    DescribeGroups -> DescribeGroupsResponse = |shard, call| shard.groups.describe(call);
+    ListGroups -> Vec<ListedGroup> = |shard, call| shard.groups.list(call);
+    DeleteGroups -> DeleteGroupsResponse = |shard, call| shard.groups.delete_groups(call);
+    DeleteOffsets -> OffsetDeleteResponse = |shard, call| shard.groups.delete_offsets(call);
     AllocateProducerId -> Result<i64, String> = |shard, AllocateProducerId| shard.allocate_producer_id();
     Metrics -> Box<ShardSnapshot> =
         |shard, Metrics| std::future::ready(Box::new(shard.metrics_snapshot())), uncounted;

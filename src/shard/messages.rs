@@ -183,10 +183,6 @@ pub struct ApplyTopics {
     pub table: Arc<TopicTable>,
 }
 
-/// To a group's coordinator shard.
-#[derive(Debug)]
-pub struct Group(pub crate::groups::GroupCall);
-
 /// To the controller: a fresh producer id.
 #[derive(Debug)]
 pub struct AllocateProducerId;
