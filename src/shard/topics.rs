@@ -334,6 +334,20 @@ mod tests {
     }
 
     #[test]
+    fn a_handle_is_the_tables_own_name_and_behaves_as_the_name() {
+        let mut t = TopicTable::default();
+        let meta = TopicMeta { id: new_topic_id(), shards: vec![0], configs: BTreeMap::new(), internal: false };
+        t.topics.insert("orders".into(), meta);
+        let (key, _) = t.topics.get_key_value("orders").unwrap();
+        let handle = t.handle("orders").expect("the topic exists");
+        assert!(Arc::ptr_eq(&handle.0, &key.0), "a reference count, not a copy");
+        assert!(t.handle("nope").is_none());
+        assert_eq!(handle, TopicHandle::from("orders"), "equal to any handle of the same name");
+        assert_eq!(format!("{handle} {handle:?}"), "orders \"orders\"", "prints as the name does");
+        assert_eq!(t.name_by_id(&uuid::Uuid::from_bytes(t.topics["orders"].id_bytes())), Some(&handle));
+    }
+
+    #[test]
     fn a_damaged_topic_id_fails_the_load_naming_the_file() {
         let dir = tempfile::tempdir().unwrap();
         for bad in ["00112233", "zz112233445566778899aabbccddeeff", ""] {

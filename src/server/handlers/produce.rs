@@ -193,9 +193,10 @@ async fn auto_create(shard: &Rc<Shard>, request: &ProduceRequest) {
     let missing: Vec<NewTopic> = request
         .topic_data
         .iter()
-        .map(|t| t.name.0.to_string())
-        .filter(|n| !table.topics.contains_key(n.as_str()) && validate_topic_name(n).is_ok())
-        .map(|name| NewTopic { name, partitions: -1, replication_factor: -1, configs: Vec::new() })
+        .map(|t| t.name.0.as_str())
+        // Names are copied only for topics to create, not on every produce.
+        .filter(|n| !table.topics.contains_key(*n) && validate_topic_name(n).is_ok())
+        .map(|name| NewTopic { name: name.to_string(), partitions: -1, replication_factor: -1, configs: Vec::new() })
         .collect();
     if !missing.is_empty() {
         create(shard, missing, false).await;
