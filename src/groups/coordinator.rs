@@ -33,7 +33,10 @@ use std::{
 use bytes::Bytes;
 use futures_channel::oneshot;
 use kafka_protocol::{
-    messages::{JoinGroupResponse, SyncGroupResponse},
+    messages::{
+        DeleteGroupsResponse, DescribeGroupsResponse, JoinGroupResponse, LeaveGroupResponse, OffsetCommitResponse,
+        OffsetDeleteResponse, SyncGroupResponse,
+    },
     protocol::StrBytes,
 };
 
@@ -42,7 +45,8 @@ use crate::groups::{
     membership, offsets,
     records::{self, GroupValue, Key, MemberValue, OffsetValue},
     seam::{GroupHost, OffsetsRecord, Timer},
-    GroupAnswer, GroupCall, GroupSettings, ReplayError, StoreError,
+    CommitOffsets, DeleteGroups, DeleteOffsets, DescribeGroups, FetchOffsets, FetchedOffset, GroupSettings, Heartbeat,
+    JoinGroup, LeaveGroup, ListGroups, ListedGroup, ReplayError, StoreError, SyncGroup,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -335,25 +339,48 @@ impl Coordinator {
 }
 
 impl Coordinator {
-    /// Handles one group request on the coordinator shard.
-    pub async fn handle(self: &Rc<Self>, call: GroupCall) -> GroupAnswer {
-        let c = self;
-        match call {
-            GroupCall::Join { request, version, client_id, client_host } => {
-                GroupAnswer::Join(membership::join(c, request, version, client_id, client_host).await)
-            }
-            GroupCall::Sync { request } => GroupAnswer::Sync(membership::sync(c, request).await),
-            GroupCall::Heartbeat { request } => GroupAnswer::Heartbeat(membership::heartbeat(c, request)),
-            GroupCall::Leave { request, version } => GroupAnswer::Leave(membership::leave(c, request, version).await),
-            GroupCall::Commit { request, version } => GroupAnswer::Commit(offsets::commit(c, request, version).await),
-            GroupCall::FetchOffsets { group, topics } => {
-                GroupAnswer::Offsets(Ok(offsets::fetch_offsets(c, &group, topics)))
-            }
-            GroupCall::Describe { groups } => GroupAnswer::Describe(offsets::describe(c, groups)),
-            GroupCall::List { states } => GroupAnswer::List(offsets::list(c, &states)),
-            GroupCall::Delete { groups } => GroupAnswer::Delete(offsets::delete_groups(c, groups).await),
-            GroupCall::OffsetDelete { request } => GroupAnswer::OffsetDelete(offsets::offset_delete(c, request).await),
-        }
+    // The group calls (see `groups::JoinGroup` and the rest), each on the
+    // coordinator shard.
+
+    pub async fn join(self: &Rc<Self>, call: JoinGroup) -> JoinGroupResponse {
+        let JoinGroup { request, version, client_id, client_host } = call;
+        membership::join(self, request, version, client_id, client_host).await
+    }
+
+    pub async fn sync(self: &Rc<Self>, call: SyncGroup) -> SyncGroupResponse {
+        membership::sync(self, call.request).await
+    }
+
+    pub async fn heartbeat(self: &Rc<Self>, call: Heartbeat) -> i16 {
+        membership::heartbeat(self, call.request)
+    }
+
+    pub async fn leave(self: &Rc<Self>, call: LeaveGroup) -> LeaveGroupResponse {
+        membership::leave(self, call.request, call.version).await
+    }
+
+    pub async fn commit(self: &Rc<Self>, call: CommitOffsets) -> OffsetCommitResponse {
+        offsets::commit(self, call.request, call.version).await
+    }
+
+    pub async fn fetch_offsets(self: &Rc<Self>, call: FetchOffsets) -> Vec<FetchedOffset> {
+        offsets::fetch_offsets(self, &call.group, call.topics)
+    }
+
+    pub async fn describe(self: &Rc<Self>, call: DescribeGroups) -> DescribeGroupsResponse {
+        offsets::describe(self, call.groups)
+    }
+
+    pub async fn list(self: &Rc<Self>, call: ListGroups) -> Vec<ListedGroup> {
+        offsets::list(self, &call.states)
+    }
+
+    pub async fn delete_groups(self: &Rc<Self>, call: DeleteGroups) -> DeleteGroupsResponse {
+        offsets::delete_groups(self, call.groups).await
+    }
+
+    pub async fn delete_offsets(self: &Rc<Self>, call: DeleteOffsets) -> OffsetDeleteResponse {
+        offsets::offset_delete(self, call.request).await
     }
 
     /// Expires committed offsets whose time has come (see

@@ -4,8 +4,8 @@
 //!
 //! A group lives on one shard: the owner of its `__consumer_offsets`
 //! partition (`records::partition_for`, Kafka's placement). Requests for it
-//! that arrive on another shard travel there as a [`GroupCall`], like
-//! produce. A commit is a durable append to that partition, then an update
+//! that arrive on another shard travel there as a typed call ([`JoinGroup`],
+//! [`CommitOffsets`], …), like produce. A commit is a durable append to that partition, then an update
 //! of the shard's offset cache; an offset fetch reads only the cache.
 //!
 //! **Architecture invariant:** a group's state and its offsets are touched
@@ -23,9 +23,7 @@ pub mod seam;
 mod tests;
 
 use kafka_protocol::messages::{
-    DeleteGroupsResponse, DescribeGroupsResponse, HeartbeatRequest, JoinGroupRequest, JoinGroupResponse,
-    LeaveGroupRequest, LeaveGroupResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteRequest,
-    OffsetDeleteResponse, SyncGroupRequest, SyncGroupResponse,
+    HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, OffsetCommitRequest, OffsetDeleteRequest, SyncGroupRequest,
 };
 
 pub use coordinator::Coordinator;
@@ -73,47 +71,74 @@ impl Default for GroupSettings {
     }
 }
 
-/// A group request on its way to the group's coordinator shard.
+// The group calls, each answered by its own `Coordinator` method (`join`,
+// `commit`, …); another shard makes them through `shard::calls`, whose
+// table pairs each with its reply type.
+
+/// JoinGroup, answered with its response.
 #[derive(Debug)]
-pub enum GroupCall {
-    Join {
-        request: JoinGroupRequest,
-        version: i16,
-        client_id: String,
-        client_host: String,
-    },
-    Sync {
-        request: SyncGroupRequest,
-    },
-    Heartbeat {
-        request: HeartbeatRequest,
-    },
-    Leave {
-        request: LeaveGroupRequest,
-        version: i16,
-    },
-    Commit {
-        request: OffsetCommitRequest,
-        version: i16,
-    },
-    /// Committed offsets of one group: `None` asks for all of them.
-    FetchOffsets {
-        group: String,
-        topics: Option<Vec<(String, Vec<i32>)>>,
-    },
-    Describe {
-        groups: Vec<String>,
-    },
-    /// Every group this shard coordinates, filtered by state names if any.
-    List {
-        states: Vec<String>,
-    },
-    Delete {
-        groups: Vec<String>,
-    },
-    OffsetDelete {
-        request: OffsetDeleteRequest,
-    },
+pub struct JoinGroup {
+    pub request: JoinGroupRequest,
+    pub version: i16,
+    pub client_id: String,
+    pub client_host: String,
+}
+
+/// SyncGroup, answered with its response.
+#[derive(Debug)]
+pub struct SyncGroup {
+    pub request: SyncGroupRequest,
+}
+
+/// Heartbeat, answered with its error code.
+#[derive(Debug)]
+pub struct Heartbeat {
+    pub request: HeartbeatRequest,
+}
+
+/// LeaveGroup, answered with its response.
+#[derive(Debug)]
+pub struct LeaveGroup {
+    pub request: LeaveGroupRequest,
+    pub version: i16,
+}
+
+/// OffsetCommit, answered with its response.
+#[derive(Debug)]
+pub struct CommitOffsets {
+    pub request: OffsetCommitRequest,
+    pub version: i16,
+}
+
+/// Committed offsets of one group: `None` asks for all of them.
+#[derive(Debug)]
+pub struct FetchOffsets {
+    pub group: String,
+    pub topics: Option<Vec<(String, Vec<i32>)>>,
+}
+
+/// DescribeGroups for the groups this shard coordinates.
+#[derive(Debug)]
+pub struct DescribeGroups {
+    pub groups: Vec<String>,
+}
+
+/// Every group this shard coordinates, filtered by state names if any.
+#[derive(Debug)]
+pub struct ListGroups {
+    pub states: Vec<String>,
+}
+
+/// DeleteGroups for the groups this shard coordinates.
+#[derive(Debug)]
+pub struct DeleteGroups {
+    pub groups: Vec<String>,
+}
+
+/// OffsetDelete, answered with its response.
+#[derive(Debug)]
+pub struct DeleteOffsets {
+    pub request: OffsetDeleteRequest,
 }
 
 /// One committed offset as OffsetFetch reports it.
@@ -133,18 +158,4 @@ pub struct ListedGroup {
     pub group: String,
     pub protocol_type: String,
     pub state: &'static str,
-}
-
-#[derive(Debug)]
-pub enum GroupAnswer {
-    Join(JoinGroupResponse),
-    Sync(SyncGroupResponse),
-    Heartbeat(i16),
-    Leave(LeaveGroupResponse),
-    Commit(OffsetCommitResponse),
-    Offsets(Result<Vec<FetchedOffset>, i16>),
-    Describe(DescribeGroupsResponse),
-    List(Vec<ListedGroup>),
-    Delete(DeleteGroupsResponse),
-    OffsetDelete(OffsetDeleteResponse),
 }

@@ -32,7 +32,8 @@ use kafka_protocol::{
 use super::{
     records::{GroupValue, Key},
     seam::{GroupHost, LocalTask, OffsetsRecord, Timer},
-    Coordinator, GroupAnswer, GroupCall, GroupSettings,
+    CommitOffsets, Coordinator, DescribeGroups, FetchOffsets, GroupSettings, Heartbeat, JoinGroup, LeaveGroup,
+    SyncGroup,
 };
 use crate::{groups::StoreError, protocol::errors::*};
 
@@ -104,10 +105,10 @@ impl GroupHost for FakeHost {
 }
 
 /// A request whose answer may come later (a join waits for the rebalance).
-struct Pending(Option<Pin<Box<dyn Future<Output = GroupAnswer>>>>);
+struct Pending<T>(Option<Pin<Box<dyn Future<Output = T>>>>);
 
-impl Pending {
-    fn poll(&mut self) -> Option<GroupAnswer> {
+impl<T> Pending<T> {
+    fn poll(&mut self) -> Option<T> {
         let fut = self.0.as_mut()?;
         match fut.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
             Poll::Ready(answer) => {
@@ -117,19 +118,17 @@ impl Pending {
             Poll::Pending => None,
         }
     }
+}
 
+impl Pending<JoinGroupResponse> {
     fn join(&mut self) -> Option<JoinGroupResponse> {
-        self.poll().map(|a| match a {
-            GroupAnswer::Join(r) => r,
-            other => panic!("not a join answer: {other:?}"),
-        })
+        self.poll()
     }
+}
 
+impl Pending<SyncGroupResponse> {
     fn sync(&mut self) -> Option<SyncGroupResponse> {
-        self.poll().map(|a| match a {
-            GroupAnswer::Sync(r) => r,
-            other => panic!("not a sync answer: {other:?}"),
-        })
+        self.poll()
     }
 }
 
@@ -193,9 +192,9 @@ impl Harness {
         }
     }
 
-    fn call(&self, call: GroupCall) -> Pending {
-        let c = self.c.clone();
-        let mut p = Pending(Some(Box::pin(async move { c.handle(call).await })));
+    /// Runs `call` on the coordinator: `|c| async move { c.join(..).await }`.
+    fn call<T: 'static, F: Future<Output = T> + 'static>(&self, call: impl FnOnce(Rc<Coordinator>) -> F) -> Pending<T> {
+        let mut p = Pending(Some(Box::pin(call(self.c.clone()))));
         // Poll once (the request runs until it waits), let the tasks and
         // timers it started run, then look again.
         let first = p.poll();
@@ -207,7 +206,7 @@ impl Harness {
         }
     }
 
-    fn join(&self, member_id: &str, instance: Option<&str>, metadata: &'static [u8]) -> Pending {
+    fn join(&self, member_id: &str, instance: Option<&str>, metadata: &'static [u8]) -> Pending<JoinGroupResponse> {
         let mut request = JoinGroupRequest::default();
         request.group_id = GroupId(s(GROUP));
         request.session_timeout_ms = SESSION_MS;
@@ -219,18 +218,18 @@ impl Harness {
         protocol.name = s("range");
         protocol.metadata = Bytes::from_static(metadata);
         request.protocols = vec![protocol];
-        let call = GroupCall::Join {
+        let call = JoinGroup {
             request,
             version: JOIN_VERSION,
             client_id: "client".to_string(),
             client_host: "/127.0.0.1".to_string(),
         };
-        self.call(call)
+        self.call(|c| async move { c.join(call).await })
     }
 
     /// A dynamic member's first join: MEMBER_ID_REQUIRED, then the join
     /// with the id the coordinator handed out.
-    fn join_new(&self, metadata: &'static [u8]) -> (String, Pending) {
+    fn join_new(&self, metadata: &'static [u8]) -> (String, Pending<JoinGroupResponse>) {
         let first = self.join("", None, metadata).join().expect("answered at once");
         assert_eq!(first.error_code, MEMBER_ID_REQUIRED);
         let id = first.member_id.to_string();
@@ -238,7 +237,12 @@ impl Harness {
         (id.clone(), self.join(&id, None, metadata))
     }
 
-    fn sync(&self, member_id: &str, generation: i32, assignments: &[(&str, &'static [u8])]) -> Pending {
+    fn sync(
+        &self,
+        member_id: &str,
+        generation: i32,
+        assignments: &[(&str, &'static [u8])],
+    ) -> Pending<SyncGroupResponse> {
         let mut request = SyncGroupRequest::default();
         request.group_id = GroupId(s(GROUP));
         request.generation_id = generation;
@@ -252,7 +256,7 @@ impl Harness {
                 x
             })
             .collect();
-        self.call(GroupCall::Sync { request })
+        self.call(|c| async move { c.sync(SyncGroup { request }).await })
     }
 
     fn heartbeat(&self, member_id: &str, generation: i32) -> i16 {
@@ -260,10 +264,8 @@ impl Harness {
         request.group_id = GroupId(s(GROUP));
         request.generation_id = generation;
         request.member_id = s(member_id);
-        match self.call(GroupCall::Heartbeat { request }).poll() {
-            Some(GroupAnswer::Heartbeat(code)) => code,
-            other => panic!("heartbeat: {other:?}"),
-        }
+        let answer = self.call(|c| async move { c.heartbeat(Heartbeat { request }).await }).poll();
+        answer.expect("a heartbeat is answered at once")
     }
 
     fn leave(&self, member_id: &str) -> i16 {
@@ -272,21 +274,17 @@ impl Harness {
         let mut m = MemberIdentity::default();
         m.member_id = s(member_id);
         request.members = vec![m];
-        match self.call(GroupCall::Leave { request, version: LEAVE_VERSION }).poll() {
-            Some(GroupAnswer::Leave(r)) => r.members.first().map_or(r.error_code, |m| m.error_code.max(r.error_code)),
-            other => panic!("leave: {other:?}"),
-        }
+        let call = LeaveGroup { request, version: LEAVE_VERSION };
+        let r = self.call(|c| async move { c.leave(call).await }).poll().expect("a leave is answered at once");
+        r.members.first().map_or(r.error_code, |m| m.error_code.max(r.error_code))
     }
 
     /// (state, member ids) as DescribeGroups reports them.
     fn describe(&self) -> (String, Vec<String>) {
-        match self.call(GroupCall::Describe { groups: vec![GROUP.to_string()] }).poll() {
-            Some(GroupAnswer::Describe(r)) => {
-                let g = &r.groups[0];
-                (g.group_state.to_string(), g.members.iter().map(|m| m.member_id.to_string()).collect())
-            }
-            other => panic!("describe: {other:?}"),
-        }
+        let call = DescribeGroups { groups: vec![GROUP.to_string()] };
+        let r = self.call(|c| async move { c.describe(call).await }).poll().expect("a describe is answered at once");
+        let g = &r.groups[0];
+        (g.group_state.to_string(), g.members.iter().map(|m| m.member_id.to_string()).collect())
     }
 
     /// The group's newest metadata record in the fake `__consumer_offsets`.
@@ -465,20 +463,14 @@ fn a_commit_is_answered_only_after_its_append_and_failed_appends_say_so() {
         request.group_id = GroupId(s(GROUP));
         request.generation_id_or_member_epoch = -1;
         request.topics = vec![t];
-        match h.call(GroupCall::Commit { request, version: 8 }).poll() {
-            Some(GroupAnswer::Commit(r)) => r.topics[0].partitions[0].error_code,
-            other => panic!("commit: {other:?}"),
-        }
+        let call = CommitOffsets { request, version: 8 };
+        let r = h.call(|c| async move { c.commit(call).await }).poll().expect("a commit is answered at once");
+        r.topics[0].partitions[0].error_code
     };
-    let fetched = |partition: i32| match h
-        .call(GroupCall::FetchOffsets {
-            group: GROUP.to_string(),
-            topics: Some(vec![("payments".into(), vec![partition])]),
-        })
-        .poll()
-    {
-        Some(GroupAnswer::Offsets(Ok(o))) => o[0].offset,
-        other => panic!("fetch: {other:?}"),
+    let fetched = |partition: i32| {
+        let call = FetchOffsets { group: GROUP.to_string(), topics: Some(vec![("payments".into(), vec![partition])]) };
+        let o = h.call(|c| async move { c.fetch_offsets(call).await }).poll().expect("a fetch is answered at once");
+        o[0].offset
     };
     assert_eq!(commit(1, 42), NONE);
     assert_eq!(fetched(1), 42);

@@ -7,7 +7,7 @@ use std::rc::Rc;
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::{TcpListener, TcpStream};
 
-use crate::shard::{Shard, ShardRequest, ShardResponse};
+use crate::shard::{messages::Metrics, Shard};
 
 /// Largest request head read from a scraper.
 const HEAD_BYTES_MAX: usize = 8 << 10;
@@ -36,9 +36,9 @@ pub async fn serve(shard: Rc<Shard>, listener: TcpListener) {
 pub async fn gather(shard: &Rc<Shard>) -> Vec<crate::metrics::snapshot::ShardSnapshot> {
     let mut out = Vec::with_capacity(shard.count);
     for target in 0..shard.count {
-        match shard.call(target, ShardRequest::Metrics).await {
-            ShardResponse::Metrics(s) => out.push(*s),
-            _ => log::warn!("metrics: shard {target} did not answer"),
+        match shard.ask(target, Metrics).await {
+            Ok(s) => out.push(*s),
+            Err(_) => log::warn!("metrics: shard {target} did not answer"),
         }
     }
     out

@@ -22,7 +22,7 @@ pub struct PartitionOut {
 
 pub struct TopicOut {
     /// Written up to v12.
-    pub name: String,
+    pub name: crate::shard::topics::TopicHandle,
     /// Written from v13, which names topics by id.
     pub id: uuid::Uuid,
     pub partitions: Vec<PartitionOut>,
@@ -151,7 +151,7 @@ mod tests {
                 ],
             },
             TopicOut {
-                name: "b".repeat(300),
+                name: "b".repeat(300).as_str().into(),
                 id: uuid::Uuid::from_u128(u128::MAX - 5),
                 partitions: vec![PartitionOut {
                     partition: 2,
@@ -175,7 +175,7 @@ mod tests {
         }
         for t in topics {
             let mut ft = FetchableTopicResponse::default();
-            ft.topic = TopicName(StrBytes::from_string(t.name.clone()));
+            ft.topic = TopicName(StrBytes::from_string(t.name.to_string()));
             ft.topic_id = t.id;
             for p in &t.partitions {
                 let mut pd = PartitionData::default();

@@ -19,6 +19,12 @@ use std::{
     collections::{BTreeMap, HashMap},
 };
 
+use crate::shard::topics::TopicHandle;
+
+/// A partition of a session: the topic's handle (a reference count, so
+/// keeping and matching session keys copies no names) and its index.
+pub type SessionKey = (TopicHandle, i32);
+
 /// Sessions one shard keeps (Kafka's `max.incremental.fetch.session.cache.slots`
 /// is 1,000 per broker).
 pub const FETCH_SESSIONS_PER_SHARD: usize = 1_000;
@@ -44,7 +50,7 @@ pub struct SessionPartition {
 #[derive(Debug)]
 pub struct Session {
     pub next_epoch: i32,
-    pub partitions: BTreeMap<(String, i32), SessionPartition>,
+    pub partitions: BTreeMap<SessionKey, SessionPartition>,
     /// The cache's tick when last used (for least-recently-used eviction).
     used: u64,
 }
@@ -69,7 +75,7 @@ pub enum SessionError {
 }
 
 /// Opens a session holding `partitions`; returns its id.
-pub fn open(partitions: BTreeMap<(String, i32), SessionPartition>) -> i32 {
+pub fn open(partitions: BTreeMap<SessionKey, SessionPartition>) -> i32 {
     CACHE.with(|c| {
         let mut c = c.borrow_mut();
         if c.sessions.len() >= FETCH_SESSIONS_PER_SHARD {
@@ -124,7 +130,7 @@ pub fn with_session<T>(id: i32, epoch: i32, f: impl FnOnce(&mut Session) -> T) -
 
 /// Puts the answered high watermark and log start back into a session, so
 /// the next incremental fetch answers only what moved.
-pub fn remember(id: i32, answered: impl IntoIterator<Item = ((String, i32), i64, i64)>) {
+pub fn remember(id: i32, answered: impl IntoIterator<Item = (SessionKey, i64, i64)>) {
     CACHE.with(|c| {
         if let Some(session) = c.borrow_mut().sessions.get_mut(&id) {
             for (key, high_watermark, log_start) in answered {
@@ -157,10 +163,10 @@ pub fn usage() -> SessionsUsage {
 mod tests {
     use super::*;
 
-    fn one(offset: i64) -> BTreeMap<(String, i32), SessionPartition> {
+    fn one(offset: i64) -> BTreeMap<SessionKey, SessionPartition> {
         let p =
             SessionPartition { topic_id: uuid::Uuid::nil(), offset, max_bytes: 100, high_watermark: -1, log_start: -1 };
-        BTreeMap::from([(("t".to_string(), 0), p)])
+        BTreeMap::from([((TopicHandle::from("t"), 0), p)])
     }
 
     #[test]
@@ -169,8 +175,8 @@ mod tests {
         assert!(id > 0);
         assert_eq!(with_session(id, 2, |_| ()), Err(SessionError::WrongEpoch));
         assert_eq!(with_session(id, 1, |s| s.partitions.len()), Ok(1));
-        remember(id, [(("t".to_string(), 0), 9, 0)]);
-        assert_eq!(with_session(id, 2, |s| s.partitions[&("t".to_string(), 0)].high_watermark), Ok(9));
+        remember(id, [((TopicHandle::from("t"), 0), 9, 0)]);
+        assert_eq!(with_session(id, 2, |s| s.partitions[&(TopicHandle::from("t"), 0)].high_watermark), Ok(9));
         assert_eq!(with_session(id, 2, |_| ()), Err(SessionError::WrongEpoch), "an epoch is used once");
         close(id);
         assert_eq!(with_session(id, 3, |_| ()), Err(SessionError::NotFound));

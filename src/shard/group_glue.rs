@@ -141,7 +141,7 @@ pub fn ensure_offsets_topic(
         configs,
         internal: true,
     };
-    table.topics.insert(OFFSETS_TOPIC.to_string(), meta);
+    table.topics.insert(OFFSETS_TOPIC.into(), meta);
     table.save(data_dir).map_err(|e| format!("cannot persist topic metadata in {}: {e}", data_dir.display()))
 }
 

@@ -1,16 +1,24 @@
-//! Typed requests one shard sends another, and their answers. Everything here
-//! is `Send`: it crosses cores over glommio's channel mesh.
+//! The calls one shard makes on another: one struct per call, each paired
+//! with its reply type in `calls.rs`. Everything here is `Send`: it crosses
+//! cores over glommio's channel mesh.
 
 use std::{sync::Arc, time::Instant};
 
 use bytes::BytesMut;
 
-use crate::{metrics::stages::AppendStages, protocol::errors::ErrorCode, shard::topics::TopicTable, storage::Chunk};
+use crate::{
+    metrics::stages::AppendStages,
+    protocol::errors::ErrorCode,
+    shard::topics::{TopicHandle, TopicTable},
+    storage::Chunk,
+};
 
 /// One partition of a read, as a fetch asks for it.
 #[derive(Debug, Clone)]
 pub struct ReadItem {
-    pub topic: String,
+    /// The table's handle (or, for a topic the table does not hold, one
+    /// made from the requested name, which the answer must repeat).
+    pub topic: TopicHandle,
     pub partition: i32,
     pub offset: i64,
     pub max_bytes: usize,
@@ -31,7 +39,6 @@ impl ReadOutcome {
     }
 }
 
-/// A topic to create, validated by the controller.
 /// A topic to grow to `count` partitions (CreatePartitions), validated by
 /// the controller.
 #[derive(Debug, Clone)]
@@ -54,6 +61,7 @@ pub struct ConfigChange {
     pub ops: Vec<(String, i8, Option<String>)>,
 }
 
+/// A topic to create, validated by the controller.
 #[derive(Debug, Clone)]
 pub struct NewTopic {
     pub name: String,
@@ -72,74 +80,113 @@ pub struct TopicOutcome {
     pub partitions: i32,
 }
 
+/// Append one batch to a partition the target shard owns.
 #[derive(Debug)]
-pub enum ShardRequest {
-    /// Append one batch to a partition this shard owns. `sent`: when the
-    /// caller sent it, for the cross-shard hop stage.
-    Produce { topic: String, partition: i32, batch: BytesMut, durable: bool, sent: Instant },
-    /// Read several partitions this shard owns.
-    /// Reads the items in order until `max_bytes` (the response's budget)
-    /// is taken; the rest are answered without data.
-    Read { items: Vec<ReadItem>, max_bytes: usize },
-    /// Answer once any listed partition has data at or after its offset, or
-    /// at the deadline (milliseconds from now).
-    WaitForData { items: Vec<(String, i32, i64)>, wait_ms: u64 },
-    /// ListOffsets for one partition: -2 earliest, -1 latest, -3 max
-    /// timestamp, -4 earliest local, -5 latest tiered, else by time.
-    ListOffset { topic: String, partition: i32, timestamp: i64 },
-    /// DeleteRecords for one partition: move its log start up to `offset`
-    /// (-1: the log end); answered with `Offset` (the new log start).
-    DeleteRecords { topic: String, partition: i32, offset: i64 },
-    /// To the controller (shard 0): create topics.
-    CreateTopics { topics: Vec<NewTopic>, validate_only: bool },
-    /// To the controller: add partitions to topics.
-    CreatePartitions { topics: Vec<NewPartitions>, validate_only: bool },
-    /// To the controller: change topics' configs.
-    AlterConfigs { changes: Vec<ConfigChange>, validate_only: bool },
-    /// To the controller: delete topics.
-    DeleteTopics { names: Vec<String> },
-    /// From the controller to every shard: the new topic table.
-    ApplyTopics { table: Arc<TopicTable> },
-    /// To a group's coordinator shard.
-    Group(crate::groups::GroupCall),
-    /// To the controller: a fresh producer id.
-    AllocateProducerId,
-    /// A copy of the shard's metrics (for a `/metrics` scrape).
-    Metrics,
+pub struct Produce {
+    pub topic: TopicHandle,
+    pub partition: i32,
+    pub batch: BytesMut,
+    /// Answer once fdatasync'd (acks=-1), not only written.
+    pub durable: bool,
+    /// When the caller sent it, for the cross-shard hop stage.
+    pub sent: Instant,
 }
 
+/// How an append went, with where its time went on the owner.
 #[derive(Debug)]
-pub enum ShardResponse {
-    Produced {
-        error: ErrorCode,
-        base_offset: i64,
-        log_start: i64,
-        message: Option<String>,
-        /// Where the append's time went on the owner (hop = the way there).
-        stages: AppendStages,
-        /// When the owner was done, for the hop back.
-        finished: Instant,
-    },
-    Read(Vec<ReadOutcome>),
-    DataReady,
-    Offset {
-        error: ErrorCode,
-        offset: i64,
-        timestamp: i64,
-    },
-    Topics(Vec<TopicOutcome>),
-    /// Partitions the shard could not open: (topic, partition, cause).
-    Applied(Vec<(String, i32, String)>),
-    Group(crate::groups::GroupAnswer),
-    ProducerId(Result<i64, String>),
-    Metrics(Box<crate::metrics::snapshot::ShardSnapshot>),
-    /// The owner shard is gone (the broker is shutting down): answer the
-    /// client with a retriable error instead of failing the connection.
-    Unavailable,
+pub struct Produced {
+    pub error: ErrorCode,
+    pub base_offset: i64,
+    pub log_start: i64,
+    pub message: Option<String>,
+    /// Where the append's time went on the owner (hop = the way there).
+    pub stages: AppendStages,
+    /// When the owner was done, for the hop back.
+    pub finished: Instant,
 }
 
-/// A request plus the way back to whoever asked.
-pub struct Envelope {
-    pub request: ShardRequest,
-    pub reply: futures_channel::oneshot::Sender<ShardResponse>,
+/// Read several partitions the target owns: the items in order until
+/// `max_bytes` (the response's budget) is taken; the rest are answered
+/// without data. Answered with one outcome per item, in order.
+#[derive(Debug)]
+pub struct Read {
+    pub items: Vec<ReadItem>,
+    pub max_bytes: usize,
 }
+
+/// Answer once any listed (topic, partition, offset) has data at or after
+/// its offset, or at the deadline (`wait_ms` from now).
+#[derive(Debug)]
+pub struct WaitForData {
+    pub items: Vec<(TopicHandle, i32, i64)>,
+    pub wait_ms: u64,
+}
+
+/// ListOffsets for one partition: -2 earliest, -1 latest, -3 max
+/// timestamp, -4 earliest local, -5 latest tiered, else by time.
+#[derive(Debug)]
+pub struct ListOffset {
+    pub topic: TopicHandle,
+    pub partition: i32,
+    pub timestamp: i64,
+}
+
+/// DeleteRecords for one partition: move its log start up to `offset`
+/// (-1: the log end); answered with the new log start as `offset`.
+#[derive(Debug)]
+pub struct DeleteRecords {
+    pub topic: TopicHandle,
+    pub partition: i32,
+    pub offset: i64,
+}
+
+/// The answer to [`ListOffset`] and [`DeleteRecords`].
+#[derive(Debug, Clone, Copy)]
+pub struct OffsetFound {
+    pub error: ErrorCode,
+    pub offset: i64,
+    /// -1 where the call has no timestamp to give.
+    pub timestamp: i64,
+}
+
+/// To the controller (shard 0): create topics.
+#[derive(Debug)]
+pub struct CreateTopics {
+    pub topics: Vec<NewTopic>,
+    pub validate_only: bool,
+}
+
+/// To the controller: add partitions to topics.
+#[derive(Debug)]
+pub struct CreatePartitions {
+    pub topics: Vec<NewPartitions>,
+    pub validate_only: bool,
+}
+
+/// To the controller: change topics' configs.
+#[derive(Debug)]
+pub struct AlterConfigs {
+    pub changes: Vec<ConfigChange>,
+    pub validate_only: bool,
+}
+
+/// To the controller: delete topics.
+#[derive(Debug)]
+pub struct DeleteTopics {
+    pub names: Vec<String>,
+}
+
+/// From the controller to every shard: the new topic table. Answered with
+/// the partitions the shard could not open: (topic, partition, cause).
+#[derive(Debug)]
+pub struct ApplyTopics {
+    pub table: Arc<TopicTable>,
+}
+
+/// To the controller: a fresh producer id.
+#[derive(Debug)]
+pub struct AllocateProducerId;
+
+/// A copy of the shard's metrics (for a `/metrics` scrape).
+#[derive(Debug)]
+pub struct Metrics;

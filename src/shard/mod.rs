@@ -2,9 +2,10 @@
 //! table, and the channel mesh to the other cores.
 //!
 //! **Architecture invariant:** a shard's partitions are touched only by code
-//! running on that shard. Other shards reach them with a [`ShardRequest`];
-//! the local path is a plain call ([`Shard::call`]).
+//! running on that shard. Other shards reach them with a typed call
+//! ([`Shard::ask`], see `calls.rs`); the local path is a plain call.
 
+pub mod calls;
 mod concurrent;
 pub mod messages;
 pub mod notify;
@@ -30,7 +31,7 @@ use glommio::channels::channel_mesh::{Receivers, Senders};
 
 use crate::storage::PartitionLog;
 
-pub use messages::{Envelope, ShardRequest, ShardResponse};
+pub use calls::{CrossShard, Envelope, Unavailable};
 use notify::AppendNotify;
 use topics::TopicTable;
 
@@ -208,45 +209,43 @@ impl Shard {
         out.into_iter().map(|(_, p)| p).collect()
     }
 
-    /// Sends `request` to shard `target` and waits for the answer; a plain
-    /// call when `target` is this shard.
-    pub async fn call(self: &Rc<Self>, target: ShardId, request: ShardRequest) -> ShardResponse {
+    /// Makes `call` on shard `target` and waits for its reply; a plain call
+    /// when `target` is this shard. `Err(Unavailable)` only when the target
+    /// is gone, which happens during shutdown.
+    pub async fn ask<C: CrossShard>(self: &Rc<Self>, target: ShardId, call: C) -> Result<C::Reply, Unavailable> {
         if target == self.id {
-            return self.handle(request).await;
+            return Ok(call.serve(self).await);
         }
         let (reply, answer) = futures_channel::oneshot::channel();
-        // A scrape's own messages are not counted: they would change the
-        // figures they are collecting.
-        let counted = !matches!(request, ShardRequest::Metrics);
-        if counted {
+        if C::COUNTED {
             crate::metrics::add(&self.metrics.cross_shard_sent, 1);
             crate::metrics::add(&self.metrics.cross_shard_outstanding, 1);
         }
         // Either side of the mesh only goes away during shutdown.
-        let sent = self.senders.send_to(target, Envelope { request, reply }).await;
+        let sent = self.senders.send_to(target, Envelope { request: call.into_request(), reply }).await;
         let response = match sent {
-            Ok(()) => answer.await.unwrap_or(ShardResponse::Unavailable),
-            Err(_) => ShardResponse::Unavailable,
+            Ok(()) => answer.await.map_err(|_| Unavailable),
+            Err(_) => Err(Unavailable),
         };
-        if counted {
+        if C::COUNTED {
             crate::metrics::sub(&self.metrics.cross_shard_outstanding, 1);
         }
-        response
+        response.map(C::reply_of)
     }
 
-    /// Serves requests from the other shards, each in its own task so a
-    /// long poll never holds up the next request.
+    /// Serves calls from the other shards, each in its own task so a long
+    /// poll never holds up the next call.
     pub fn serve_peers(self: &Rc<Self>, mut receivers: Receivers<Envelope>) {
         for (_, stream) in receivers.streams() {
             let shard = self.clone();
             glommio::spawn_local(async move {
                 while let Some(envelope) = stream.recv().await {
-                    if !matches!(envelope.request, ShardRequest::Metrics) {
+                    if envelope.request.counted() {
                         crate::metrics::add(&shard.metrics.cross_shard_received, 1);
                     }
                     let shard = shard.clone();
                     glommio::spawn_local(async move {
-                        let response = shard.handle(envelope.request).await;
+                        let response = envelope.request.serve(&shard).await;
                         let _ = envelope.reply.send(response);
                     })
                     .detach();

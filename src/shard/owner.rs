@@ -12,11 +12,11 @@ use crate::{
     metrics::stages::AppendStages,
     protocol::record_batch::BatchError,
     shard::{
-        messages::{ReadItem, ReadOutcome},
+        messages::{DeleteRecords, ListOffset, OffsetFound, Produce, Produced, ReadItem, ReadOutcome},
         notify::Waiter,
         router,
-        topics::{self, TopicMeta, TopicTable},
-        Partition, Shard, ShardRequest, ShardResponse,
+        topics::{self, TopicHandle, TopicMeta, TopicTable},
+        Partition, Shard,
     },
     storage::{
         producers::SequenceError, AppendTimings, Clock, Durability, Faults, PartitionLog, PartitionName, StorageError,
@@ -55,7 +55,7 @@ fn produced(
     sent: Instant,
     started: Instant,
     timings: &AppendTimings,
-) -> ShardResponse {
+) -> Produced {
     let finished = Instant::now();
     let waits = timings.permit + timings.roll + timings.write + timings.sync;
     let stages = AppendStages {
@@ -66,47 +66,14 @@ fn produced(
         fsync: timings.sync,
         append: finished.saturating_duration_since(started).saturating_sub(waits),
     };
-    ShardResponse::Produced { error, base_offset, log_start, message, stages, finished }
+    Produced { error, base_offset, log_start, message, stages, finished }
 }
 
 impl Shard {
-    pub(crate) async fn handle(self: &Rc<Self>, request: ShardRequest) -> ShardResponse {
-        match request {
-            ShardRequest::Produce { topic, partition, batch, durable, sent } => {
-                self.produce_local(&topic, partition, batch, durable, sent).await
-            }
-            ShardRequest::Read { items, max_bytes } => ShardResponse::Read(self.read_local(items, max_bytes).await),
-            ShardRequest::WaitForData { items, wait_ms } => {
-                self.wait_for_data(&items, wait_ms).await;
-                ShardResponse::DataReady
-            }
-            ShardRequest::ListOffset { topic, partition, timestamp } => {
-                self.list_offset_local(&topic, partition, timestamp).await
-            }
-            ShardRequest::DeleteRecords { topic, partition, offset } => {
-                self.delete_records_local(&topic, partition, offset).await
-            }
-            ShardRequest::CreateTopics { topics, validate_only } => {
-                ShardResponse::Topics(self.create_topics(topics, validate_only).await)
-            }
-            ShardRequest::CreatePartitions { topics, validate_only } => {
-                ShardResponse::Topics(self.create_partitions(topics, validate_only).await)
-            }
-            ShardRequest::AlterConfigs { changes, validate_only } => {
-                ShardResponse::Topics(self.alter_configs(changes, validate_only).await)
-            }
-            ShardRequest::DeleteTopics { names } => ShardResponse::Topics(self.delete_topics(names).await),
-            ShardRequest::Metrics => ShardResponse::Metrics(Box::new(self.metrics_snapshot())),
-            ShardRequest::ApplyTopics { table } => ShardResponse::Applied(self.apply_topics(table).await),
-            ShardRequest::Group(call) => ShardResponse::Group(self.groups.handle(call).await),
-            ShardRequest::AllocateProducerId => ShardResponse::ProducerId(self.allocate_producer_id().await),
-        }
-    }
-
     /// Controller only: the next producer id. Ids are handed out from blocks
     /// whose end is persisted (write new, fsync, rename) before the first id
     /// of a block is used, so no id is ever given twice, even after a crash.
-    async fn allocate_producer_id(&self) -> Result<i64, String> {
+    pub(super) async fn allocate_producer_id(&self) -> Result<i64, String> {
         let _permit = self.controller_permit.acquire_permit(1).await.expect("controller permit: never closed");
         let (next, end) = self.producer_ids.get();
         if next < end {
@@ -132,16 +99,10 @@ impl Shard {
         Ok(start)
     }
 
-    async fn produce_local(
-        &self,
-        topic: &str,
-        partition: i32,
-        batch: bytes::BytesMut,
-        durable: bool,
-        sent: Instant,
-    ) -> ShardResponse {
+    pub(super) async fn produce_local(&self, call: Produce) -> Produced {
+        let Produce { topic, partition, batch, durable, sent } = call;
         let started = Instant::now();
-        let Some(p) = self.partition(topic, partition) else {
+        let Some(p) = self.partition(&topic, partition) else {
             return produced(errors::UNKNOWN_TOPIC_OR_PARTITION, -1, -1, None, sent, started, &Default::default());
         };
         let durability = if durable { Durability::Synced } else { Durability::Written };
@@ -160,7 +121,7 @@ impl Shard {
     }
 
     /// A copy of this shard's counters, partitions and committed offsets.
-    fn metrics_snapshot(&self) -> crate::metrics::snapshot::ShardSnapshot {
+    pub(super) fn metrics_snapshot(&self) -> crate::metrics::snapshot::ShardSnapshot {
         use crate::metrics::snapshot::{PartitionSnapshot, ShardSnapshot};
         let mut partitions: Vec<PartitionSnapshot> = self
             .partitions
@@ -223,7 +184,7 @@ impl Shard {
     /// once that is taken the rest are answered without data, unread (a
     /// fetch of thousands of partitions would otherwise read megabytes from
     /// each only to drop them). The first item with data may exceed it.
-    async fn read_local(&self, items: Vec<ReadItem>, max_bytes: usize) -> Vec<ReadOutcome> {
+    pub(super) async fn read_local(&self, items: Vec<ReadItem>, max_bytes: usize) -> Vec<ReadOutcome> {
         let mut out = Vec::with_capacity(items.len());
         let mut taken = 0usize;
         for mut item in items {
@@ -273,12 +234,12 @@ impl Shard {
 
     /// Returns when any listed partition has data at or past its offset, or
     /// after `wait_ms`. Woken by appends; no polling.
-    async fn wait_for_data(&self, items: &[(String, i32, i64)], wait_ms: u64) {
+    pub(super) async fn wait_for_data(&self, items: Vec<(TopicHandle, i32, i64)>, wait_ms: u64) {
         let (tx, rx) = futures_channel::oneshot::channel::<()>();
         let waiter: Waiter = Rc::new(std::cell::RefCell::new(Some(tx)));
         for (topic, partition, offset) in items {
-            match self.partition(topic, *partition) {
-                Some(p) if p.log.log_end() <= *offset && *offset >= p.log.log_start() => {
+            match self.partition(&topic, partition) {
+                Some(p) if p.log.log_end() <= offset && offset >= p.log.log_start() => {
                     p.appended.register(waiter.clone())
                 }
                 // Data already there, or an error the fetch should report now.
@@ -296,41 +257,43 @@ impl Shard {
         crate::metrics::sub(&self.metrics.long_poll_waiters, 1);
     }
 
-    async fn list_offset_local(&self, topic: &str, partition: i32, timestamp: i64) -> ShardResponse {
-        let Some(p) = self.partition(topic, partition) else {
-            return ShardResponse::Offset { error: errors::UNKNOWN_TOPIC_OR_PARTITION, offset: -1, timestamp: -1 };
+    pub(super) async fn list_offset_local(&self, call: ListOffset) -> OffsetFound {
+        let ListOffset { topic, partition, timestamp } = call;
+        let Some(p) = self.partition(&topic, partition) else {
+            return OffsetFound { error: errors::UNKNOWN_TOPIC_OR_PARTITION, offset: -1, timestamp: -1 };
         };
         match timestamp {
-            -2 => ShardResponse::Offset { error: errors::NONE, offset: p.log.log_start(), timestamp: -1 },
-            -1 => ShardResponse::Offset { error: errors::NONE, offset: p.log.log_end(), timestamp: -1 },
+            -2 => OffsetFound { error: errors::NONE, offset: p.log.log_start(), timestamp: -1 },
+            -1 => OffsetFound { error: errors::NONE, offset: p.log.log_end(), timestamp: -1 },
             // EARLIEST_LOCAL (-4, v8+, KIP-405): every segment is local, so
             // the local log starts where the log does.
-            -4 => ShardResponse::Offset { error: errors::NONE, offset: p.log.log_start(), timestamp: -1 },
+            -4 => OffsetFound { error: errors::NONE, offset: p.log.log_start(), timestamp: -1 },
             // LATEST_TIERED (-5, v9+, KIP-1005): nothing is tiered; Kafka
             // answers -1 when remote storage is off.
-            -5 => ShardResponse::Offset { error: errors::NONE, offset: -1, timestamp: -1 },
+            -5 => OffsetFound { error: errors::NONE, offset: -1, timestamp: -1 },
             MAX_TIMESTAMP => match max_timestamp_record(&p.log).await {
-                Ok(Some((offset, timestamp))) => ShardResponse::Offset { error: errors::NONE, offset, timestamp },
-                Ok(None) => ShardResponse::Offset { error: errors::NONE, offset: -1, timestamp: -1 },
-                Err(e) => ShardResponse::Offset { error: error_code(&e), offset: -1, timestamp: -1 },
+                Ok(Some((offset, timestamp))) => OffsetFound { error: errors::NONE, offset, timestamp },
+                Ok(None) => OffsetFound { error: errors::NONE, offset: -1, timestamp: -1 },
+                Err(e) => OffsetFound { error: error_code(&e), offset: -1, timestamp: -1 },
             },
             ts => match p.log.offset_for_timestamp(ts).await {
-                Ok(Some((offset, timestamp))) => ShardResponse::Offset { error: errors::NONE, offset, timestamp },
-                Ok(None) => ShardResponse::Offset { error: errors::NONE, offset: -1, timestamp: -1 },
-                Err(e) => ShardResponse::Offset { error: error_code(&e), offset: -1, timestamp: -1 },
+                Ok(Some((offset, timestamp))) => OffsetFound { error: errors::NONE, offset, timestamp },
+                Ok(None) => OffsetFound { error: errors::NONE, offset: -1, timestamp: -1 },
+                Err(e) => OffsetFound { error: error_code(&e), offset: -1, timestamp: -1 },
             },
         }
     }
 
-    async fn delete_records_local(&self, topic: &str, partition: i32, offset: i64) -> ShardResponse {
-        let Some(p) = self.partition(topic, partition) else {
-            return ShardResponse::Offset { error: errors::UNKNOWN_TOPIC_OR_PARTITION, offset: -1, timestamp: -1 };
+    pub(super) async fn delete_records_local(&self, call: DeleteRecords) -> OffsetFound {
+        let DeleteRecords { topic, partition, offset } = call;
+        let Some(p) = self.partition(&topic, partition) else {
+            return OffsetFound { error: errors::UNKNOWN_TOPIC_OR_PARTITION, offset: -1, timestamp: -1 };
         };
         match p.log.delete_records(offset).await {
-            Ok(low_watermark) => ShardResponse::Offset { error: errors::NONE, offset: low_watermark, timestamp: -1 },
+            Ok(low_watermark) => OffsetFound { error: errors::NONE, offset: low_watermark, timestamp: -1 },
             Err(e) => {
                 log::warn!("shard {}: DeleteRecords {topic}-{partition} to {offset}: {e}", self.id);
-                ShardResponse::Offset { error: error_code(&e), offset: -1, timestamp: -1 }
+                OffsetFound { error: error_code(&e), offset: -1, timestamp: -1 }
             }
         }
     }
@@ -343,12 +306,12 @@ impl Shard {
         let open: Vec<(String, i32)> = self.partitions.borrow().keys();
         for (topic, partition) in open {
             let reconfigured = matches!(
-                (before.topics.get(&topic), table.topics.get(&topic)),
+                (before.topics.get(topic.as_str()), table.topics.get(topic.as_str())),
                 (Some(old), Some(new)) if old.configs != new.configs
             );
             if reconfigured || router::owner(&table, &topic, partition, self.count) != Some(self.id) {
                 let removed = self.partitions.borrow_mut().remove(&topic, partition);
-                let still_there = table.topics.get(&topic).is_some_and(|m| partition < m.partitions());
+                let still_there = table.topics.get(topic.as_str()).is_some_and(|m| partition < m.partitions());
                 if let Some(p) = removed {
                     self.retire_partition(p, still_there).await;
                 }
@@ -369,7 +332,7 @@ impl Shard {
                 let failed = &failed;
                 async move {
                     if let Err(cause) = self.open_partition(name, p, meta).await {
-                        failed.borrow_mut().push((name.clone(), p, cause));
+                        failed.borrow_mut().push((name.to_string(), p, cause));
                     }
                 }
             }),

@@ -7,11 +7,12 @@ use std::{rc::Rc, sync::Arc};
 
 use crate::protocol::errors;
 use crate::shard::{
+    messages::ApplyTopics,
     messages::{ConfigChange, NewPartitions, NewTopic, TopicOutcome},
     router,
     topic_errors::Refusal,
     topics::{self, TopicMeta, TopicTable},
-    Shard, ShardRequest, ShardResponse,
+    Shard,
 };
 
 /// Most partitions one CreateTopics may ask for in a topic. Each partition is
@@ -67,7 +68,7 @@ impl Shard {
             internal: false,
         };
         outcome.id = meta.id_bytes();
-        table.topics.insert(t.name, meta);
+        table.topics.insert(t.name.as_str().into(), meta);
         (outcome, true)
     }
 
@@ -79,7 +80,7 @@ impl Shard {
         configs: &std::collections::BTreeMap<String, String>,
     ) -> Result<(), Refusal> {
         topics::validate_topic_name(&t.name)?;
-        if table.topics.contains_key(&t.name) {
+        if table.topics.contains_key(t.name.as_str()) {
             return Err(Refusal::new(errors::TOPIC_ALREADY_EXISTS, format!("topic {} already exists", t.name)));
         }
         if !(1..=PARTITIONS_PER_TOPIC_MAX).contains(&partitions) {
@@ -128,10 +129,10 @@ impl Shard {
         let this = self.clone();
         self.change_topics(requested, |table, t| {
             let mut outcome = outcome_for(&t.name, t.count);
-            let grows_by = table.topics.get(&t.name).map_or(0, |m| t.count - m.partitions());
+            let grows_by = table.topics.get(t.name.as_str()).map_or(0, |m| t.count - m.partitions());
             let check = check_new_partitions(table, &t).and_then(|()| this.room_for(table, grows_by));
             let Some(()) = settle(&mut outcome, check, validate_only) else { return (outcome, false) };
-            let meta = table.topics.get_mut(&t.name).expect("checked: the topic exists");
+            let meta = table.topics.get_mut(t.name.as_str()).expect("checked: the topic exists");
             let placed = router::assign(&t.name, t.count, this.count);
             let have = meta.shards.len();
             meta.shards.extend_from_slice(&placed[have..]);
@@ -154,7 +155,7 @@ impl Shard {
             let Some(configs) = settle(&mut outcome, changed_configs(table, &change), validate_only) else {
                 return (outcome, false);
             };
-            let meta = table.topics.get_mut(&change.topic).expect("checked: the topic exists");
+            let meta = table.topics.get_mut(change.topic.as_str()).expect("checked: the topic exists");
             let changed = meta.configs != configs;
             meta.configs = configs;
             (outcome, changed)
@@ -170,13 +171,13 @@ impl Shard {
         for name in names {
             let mut o =
                 TopicOutcome { name: name.clone(), error: errors::NONE, message: None, id: [0; 16], partitions: 0 };
-            if table.topics.get(&name).is_some_and(|m| m.internal) {
+            if table.topics.get(name.as_str()).is_some_and(|m| m.internal) {
                 o.error = errors::INVALID_TOPIC_EXCEPTION;
                 o.message = Some(format!("{name} is an internal topic and cannot be deleted"));
                 outcomes.push(o);
                 continue;
             }
-            match table.topics.remove(&name) {
+            match table.topics.remove(name.as_str()) {
                 Some(meta) => {
                     o.id = meta.id_bytes();
                     o.partitions = meta.partitions();
@@ -231,9 +232,9 @@ impl Shard {
                 "partition {topic}-{partition} could not be opened ({cause}){}; the change to {topic} was undone",
                 if mine.len() > 1 { format!(" and {} more", mine.len() - 1) } else { String::new() }
             ));
-            match before.topics.get(&o.name) {
-                Some(meta) => table.topics.insert(o.name.clone(), meta.clone()),
-                None => table.topics.remove(&o.name),
+            match before.topics.get(o.name.as_str()) {
+                Some(meta) => table.topics.insert(o.name.as_str().into(), meta.clone()),
+                None => table.topics.remove(o.name.as_str()),
             };
             undo = true;
         }
@@ -242,7 +243,7 @@ impl Shard {
             // the undo closes and removes only the ones that opened.
             let gone: Vec<_> = failed
                 .iter()
-                .filter(|(t, p, _)| before.topics.get(t).is_none_or(|old| *p >= old.partitions()))
+                .filter(|(t, p, _)| before.topics.get(t.as_str()).is_none_or(|old| *p >= old.partitions()))
                 .map(|(t, p, _)| self.settings.data_dir.join(format!("{t}-{p}")))
                 .collect();
             let removed = glommio::executor().spawn_blocking(move || {
@@ -276,13 +277,12 @@ impl Shard {
         let mut tasks = Vec::new();
         for target in 0..self.count {
             let (shard, table) = (self.clone(), table.clone());
-            tasks.push(glommio::spawn_local(
-                async move { shard.call(target, ShardRequest::ApplyTopics { table }).await },
-            ));
+            tasks.push(glommio::spawn_local(async move { shard.ask(target, ApplyTopics { table }).await }));
         }
         let mut failed = Vec::new();
         for t in tasks {
-            if let ShardResponse::Applied(f) = t.await {
+            // A shard already gone (shutdown) has nothing left to open.
+            if let Ok(f) = t.await {
                 failed.extend(f);
             }
         }
@@ -315,7 +315,7 @@ fn changed_configs(
     table: &TopicTable,
     change: &ConfigChange,
 ) -> Result<std::collections::BTreeMap<String, String>, Refusal> {
-    let Some(meta) = table.topics.get(&change.topic) else {
+    let Some(meta) = table.topics.get(change.topic.as_str()) else {
         return Err(Refusal::new(errors::UNKNOWN_TOPIC_OR_PARTITION, format!("topic {} does not exist", change.topic)));
     };
     if meta.internal {
@@ -330,7 +330,7 @@ fn changed_configs(
 }
 
 fn check_new_partitions(table: &TopicTable, t: &NewPartitions) -> Result<(), Refusal> {
-    let Some(meta) = table.topics.get(&t.name) else {
+    let Some(meta) = table.topics.get(t.name.as_str()) else {
         return Err(Refusal::new(errors::UNKNOWN_TOPIC_OR_PARTITION, format!("topic {} does not exist", t.name)));
     };
     if meta.internal {

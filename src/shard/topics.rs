@@ -3,7 +3,7 @@
 //! new, fsync, rename) by the controller shard, and shipped read-only to
 //! every shard when it changes.
 
-use std::{collections::BTreeMap, path::Path};
+use std::{borrow::Borrow, collections::BTreeMap, fmt, ops::Deref, path::Path, sync::Arc};
 
 use serde::{Deserialize, Serialize};
 
@@ -16,7 +16,68 @@ const FORMAT_VERSION: u32 = 1;
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct TopicTable {
     pub version: u32,
-    pub topics: BTreeMap<String, TopicMeta>,
+    /// Keyed by the interned name: a request that names an existing topic
+    /// takes its handle from here ([`TopicTable::handle`]) instead of
+    /// building a `String` for each partition it sends to an owner shard.
+    pub topics: BTreeMap<TopicHandle, TopicMeta>,
+}
+
+/// A topic's name, shared by reference count: cloning it, sending it to
+/// another shard (it is `Send`) or keeping it in a fetch session allocates
+/// nothing. Compares, orders, hashes and prints (`{:?}` too) as the name
+/// itself, so maps keyed by it are looked up with a plain `&str`.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TopicHandle(Arc<str>);
+
+impl TopicHandle {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&str> for TopicHandle {
+    /// A new allocation: for a name the topic table does not hold (an
+    /// unknown topic the answer must still name), or a new table entry.
+    fn from(name: &str) -> Self {
+        Self(Arc::from(name))
+    }
+}
+
+impl Deref for TopicHandle {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Borrow<str> for TopicHandle {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for TopicHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for TopicHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl Serialize for TopicHandle {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for TopicHandle {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(Self(Arc::from(String::deserialize(d)?)))
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -79,8 +140,14 @@ impl<'de> Deserialize<'de> for TopicId {
 
 impl TopicTable {
     /// The name of the topic with this id (v13+ requests name topics by id).
-    pub fn name_by_id(&self, id: &uuid::Uuid) -> Option<&str> {
-        self.topics.iter().find(|(_, m)| m.id_bytes() == *id.as_bytes()).map(|(n, _)| n.as_str())
+    pub fn name_by_id(&self, id: &uuid::Uuid) -> Option<&TopicHandle> {
+        self.topics.iter().find(|(_, m)| m.id_bytes() == *id.as_bytes()).map(|(n, _)| n)
+    }
+
+    /// The table's handle for `name`, if the topic exists: a reference
+    /// count, not a copy of the name.
+    pub fn handle(&self, name: &str) -> Option<TopicHandle> {
+        self.topics.get_key_value(name).map(|(n, _)| n.clone())
     }
 
     /// Partitions of every topic.
@@ -266,6 +333,20 @@ mod tests {
         assert_eq!(back, t);
         let hex: String = t.topics["a"].id_bytes().iter().map(|b| format!("{b:02x}")).collect();
         assert!(text.contains(&format!("id = \"{hex}\"")), "the id is stored as hex: {text}");
+    }
+
+    #[test]
+    fn a_handle_is_the_tables_own_name_and_behaves_as_the_name() {
+        let mut t = TopicTable::default();
+        let meta = TopicMeta { id: new_topic_id(), shards: vec![0], configs: BTreeMap::new(), internal: false };
+        t.topics.insert("orders".into(), meta);
+        let (key, _) = t.topics.get_key_value("orders").unwrap();
+        let handle = t.handle("orders").expect("the topic exists");
+        assert!(Arc::ptr_eq(&handle.0, &key.0), "a reference count, not a copy");
+        assert!(t.handle("nope").is_none());
+        assert_eq!(handle, TopicHandle::from("orders"), "equal to any handle of the same name");
+        assert_eq!(format!("{handle} {handle:?}"), "orders \"orders\"", "prints as the name does");
+        assert_eq!(t.name_by_id(&uuid::Uuid::from_bytes(t.topics["orders"].id_bytes())), Some(&handle));
     }
 
     #[test]

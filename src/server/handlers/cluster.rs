@@ -17,7 +17,10 @@ use kafka_protocol::messages::{
 use crate::protocol::errors;
 use crate::{
     server::handlers::str_bytes,
-    shard::{router, Shard, ShardRequest, ShardResponse},
+    shard::{
+        messages::{ListOffset, Metrics, OffsetFound},
+        router, Shard,
+    },
 };
 
 /// The only leader epoch this broker's partitions have.
@@ -47,23 +50,24 @@ pub async fn offset_for_leader_epoch(
     let mut response = OffsetForLeaderEpochResponse::default();
     for topic in request.topics {
         let name = topic.topic.0.to_string();
+        let handle = table.handle(&name);
         let mut result = OffsetForLeaderTopicResult::default();
         result.topic = topic.topic.clone();
         for p in topic.partitions {
             let mut e = EpochEndOffset::default();
             e.partition = p.partition;
-            (e.error_code, e.leader_epoch, e.end_offset) = match router::owner(&table, &name, p.partition, shard.count)
-            {
+            let owner = router::owner(&table, &name, p.partition, shard.count);
+            (e.error_code, e.leader_epoch, e.end_offset) = match handle.as_ref().zip(owner) {
                 None => (errors::UNKNOWN_TOPIC_OR_PARTITION, -1, -1),
                 Some(_) if p.current_leader_epoch > LEADER_EPOCH => (errors::UNKNOWN_LEADER_EPOCH, -1, -1),
                 Some(_) if (0..LEADER_EPOCH).contains(&p.current_leader_epoch) => (errors::FENCED_LEADER_EPOCH, -1, -1),
                 // No epoch at or below the one asked for: Kafka's UNDEFINED answer.
                 Some(_) if p.leader_epoch < LEADER_EPOCH => (errors::NONE, -1, -1),
-                Some(owner) => {
-                    let ask = ShardRequest::ListOffset { topic: name.clone(), partition: p.partition, timestamp: -1 };
-                    match shard.call(owner, ask).await {
-                        ShardResponse::Offset { error, offset, .. } => (error, LEADER_EPOCH, offset),
-                        _ => (errors::KAFKA_STORAGE_ERROR, -1, -1),
+                Some((topic, owner)) => {
+                    let call = ListOffset { topic: topic.clone(), partition: p.partition, timestamp: -1 };
+                    match shard.ask(owner, call).await {
+                        Ok(OffsetFound { error, offset, .. }) => (error, LEADER_EPOCH, offset),
+                        Err(_) => (errors::KAFKA_STORAGE_ERROR, -1, -1),
                     }
                 }
             };
@@ -84,7 +88,7 @@ pub async fn describe_log_dirs(
     // matters, and it keeps one way of asking a shard about its partitions.
     let mut sizes = std::collections::BTreeMap::new();
     for target in 0..shard.count {
-        if let ShardResponse::Metrics(snapshot) = shard.call(target, ShardRequest::Metrics).await {
+        if let Ok(snapshot) = shard.ask(target, Metrics).await {
             for p in &snapshot.partitions {
                 sizes.insert((p.topic.clone(), p.partition), p.segment_bytes);
             }

@@ -20,10 +20,10 @@ use crate::protocol::errors::{self, ErrorCode};
 use crate::{
     server::handlers::{create_topics::unavailable, str_bytes},
     shard::{
-        messages::{ConfigChange, TopicOutcome},
+        messages::{AlterConfigs, ConfigChange, TopicOutcome},
         router::CONTROLLER,
         topic_configs::{self, ConfigType},
-        Shard, ShardRequest, ShardResponse,
+        Shard,
     },
 };
 
@@ -214,10 +214,8 @@ async fn change(
         Vec::new()
     } else {
         let names = topics.iter().map(|t| t.topic.clone()).collect();
-        match shard.call(CONTROLLER, ShardRequest::AlterConfigs { changes: topics, validate_only }).await {
-            ShardResponse::Topics(outcomes) => outcomes,
-            _ => unavailable(names),
-        }
+        let call = AlterConfigs { changes: topics, validate_only };
+        shard.ask(CONTROLLER, call).await.unwrap_or_else(|_| unavailable(names))
     };
     outcomes.reverse();
     resources

@@ -12,7 +12,11 @@ use kafka_protocol::messages::{
 
 use crate::{
     server::handlers::{create_topics::unavailable, str_bytes},
-    shard::{messages::NewPartitions, router::CONTROLLER, Shard, ShardRequest, ShardResponse},
+    shard::{
+        messages::{CreatePartitions, NewPartitions},
+        router::CONTROLLER,
+        Shard,
+    },
 };
 
 pub async fn handle(shard: &Rc<Shard>, request: CreatePartitionsRequest) -> CreatePartitionsResponse {
@@ -30,13 +34,8 @@ pub async fn handle(shard: &Rc<Shard>, request: CreatePartitionsRequest) -> Crea
         })
         .collect();
     let names: Vec<String> = topics.iter().map(|t| t.name.clone()).collect();
-    let outcomes = match shard
-        .call(CONTROLLER, ShardRequest::CreatePartitions { topics, validate_only: request.validate_only })
-        .await
-    {
-        ShardResponse::Topics(outcomes) => outcomes,
-        _ => unavailable(names),
-    };
+    let call = CreatePartitions { topics, validate_only: request.validate_only };
+    let outcomes = shard.ask(CONTROLLER, call).await.unwrap_or_else(|_| unavailable(names));
     let mut response = CreatePartitionsResponse::default();
     response.results = outcomes
         .into_iter()

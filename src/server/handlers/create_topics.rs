@@ -12,9 +12,9 @@ use crate::protocol::errors;
 use crate::{
     server::handlers::str_bytes,
     shard::{
-        messages::{NewTopic, TopicOutcome},
+        messages::{CreateTopics, NewTopic, TopicOutcome},
         router::CONTROLLER,
-        Shard, ShardRequest, ShardResponse,
+        Shard,
     },
 };
 
@@ -22,10 +22,7 @@ use crate::{
 /// auto-creation in Metadata and Produce.
 pub async fn create(shard: &Rc<Shard>, topics: Vec<NewTopic>, validate_only: bool) -> Vec<TopicOutcome> {
     let names: Vec<String> = topics.iter().map(|t| t.name.clone()).collect();
-    match shard.call(CONTROLLER, ShardRequest::CreateTopics { topics, validate_only }).await {
-        ShardResponse::Topics(outcomes) => outcomes,
-        _ => unavailable(names),
-    }
+    shard.ask(CONTROLLER, CreateTopics { topics, validate_only }).await.unwrap_or_else(|_| unavailable(names))
 }
 
 /// Every topic answered with a retriable error: the controller is gone.

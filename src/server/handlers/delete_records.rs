@@ -10,18 +10,21 @@ use kafka_protocol::messages::{
 };
 
 use crate::protocol::errors;
-use crate::shard::{router, Shard, ShardRequest, ShardResponse};
+use crate::shard::{messages::DeleteRecords, router, Shard};
 
 pub async fn handle(shard: &Rc<Shard>, request: DeleteRecordsRequest) -> DeleteRecordsResponse {
     let table = shard.topics();
     let mut response = DeleteRecordsResponse::default();
     for topic in request.topics {
-        let name = topic.name.0.to_string();
-        let internal = table.topics.get(&name).is_some_and(|m| m.internal);
+        let name = topic.name.0.as_str();
+        // The table's handle: a reference count per partition, not a copy
+        // of the name. A topic without one has no owner to ask.
+        let handle = table.handle(name);
+        let internal = table.topics.get(name).is_some_and(|m| m.internal);
         let mut tasks = Vec::new();
         for p in topic.partitions {
-            let owner = router::owner(&table, &name, p.partition_index, shard.count);
-            let (shard, name) = (shard.clone(), name.clone());
+            let owner = handle.clone().zip(router::owner(&table, name, p.partition_index, shard.count));
+            let shard = shard.clone();
             tasks.push(glommio::spawn_local(async move {
                 let mut r = DeleteRecordsPartitionResult::default();
                 r.partition_index = p.partition_index;
@@ -29,12 +32,11 @@ pub async fn handle(shard: &Rc<Shard>, request: DeleteRecordsRequest) -> DeleteR
                     None => (errors::UNKNOWN_TOPIC_OR_PARTITION, -1),
                     // Only the broker trims its internal topics (compaction, expiry).
                     Some(_) if internal => (errors::INVALID_TOPIC_EXCEPTION, -1),
-                    Some(owner) => {
-                        let ask =
-                            ShardRequest::DeleteRecords { topic: name, partition: p.partition_index, offset: p.offset };
-                        match shard.call(owner, ask).await {
-                            ShardResponse::Offset { error, offset, .. } => (error, offset),
-                            _ => (errors::KAFKA_STORAGE_ERROR, -1),
+                    Some((topic, owner)) => {
+                        let call = DeleteRecords { topic, partition: p.partition_index, offset: p.offset };
+                        match shard.ask(owner, call).await {
+                            Ok(found) => (found.error, found.offset),
+                            Err(_) => (errors::KAFKA_STORAGE_ERROR, -1),
                         }
                     }
                 };

@@ -10,7 +10,7 @@ use kafka_protocol::messages::{
 use crate::protocol::errors;
 use crate::{
     server::handlers::str_bytes,
-    shard::{router::CONTROLLER, Shard, ShardRequest, ShardResponse},
+    shard::{messages::DeleteTopics, router::CONTROLLER, Shard},
 };
 
 pub async fn handle(shard: &Rc<Shard>, request: DeleteTopicsRequest) -> DeleteTopicsResponse {
@@ -23,14 +23,14 @@ pub async fn handle(shard: &Rc<Shard>, request: DeleteTopicsRequest) -> DeleteTo
         match &t.name {
             Some(n) => targets.push(Ok(n.0.to_string())),
             None => {
-                targets.push(table.name_by_id(&t.topic_id).map(str::to_string).ok_or(t.topic_id));
+                targets.push(table.name_by_id(&t.topic_id).map(|n| n.to_string()).ok_or(t.topic_id));
             }
         }
     }
     let names: Vec<String> = targets.iter().filter_map(|t| t.as_ref().ok().cloned()).collect();
-    let outcomes = match shard.call(CONTROLLER, ShardRequest::DeleteTopics { names: names.clone() }).await {
-        ShardResponse::Topics(o) => o,
-        _ => crate::server::handlers::create_topics::unavailable(names),
+    let outcomes = match shard.ask(CONTROLLER, DeleteTopics { names: names.clone() }).await {
+        Ok(o) => o,
+        Err(_) => crate::server::handlers::create_topics::unavailable(names),
     };
     let mut outcomes = outcomes.into_iter();
     let mut response = DeleteTopicsResponse::default();

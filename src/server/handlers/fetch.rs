@@ -23,11 +23,13 @@ use crate::{
     limits,
     server::{
         fetch_encode::{PartitionOut, TopicOut},
-        fetch_sessions,
+        fetch_sessions::{self, SessionKey},
     },
     shard::{
-        messages::{ReadItem, ReadOutcome},
-        router, Shard, ShardId, ShardRequest, ShardResponse,
+        messages::{Read, ReadItem, ReadOutcome, WaitForData},
+        router,
+        topics::TopicHandle,
+        Shard, ShardId,
     },
 };
 
@@ -112,7 +114,9 @@ pub async fn handle(shard: &Rc<Shard>, request: FetchRequest, version: i16) -> F
 }
 
 /// The partitions the request names, with their topics as the answer must
-/// name them.
+/// name them. A topic the table holds is named by the table's handle, so
+/// each partition's item takes a reference count, not a copy of the name;
+/// one it does not hold gets a handle of its own (it is read from nobody).
 fn requested(shard: &Rc<Shard>, request: &FetchRequest, version: i16, max_bytes: usize) -> (Vec<ReadItem>, Vec<Named>) {
     let by_id = version >= 13;
     let table = shard.topics();
@@ -123,15 +127,17 @@ fn requested(shard: &Rc<Shard>, request: &FetchRequest, version: i16, max_bytes:
         .flat_map(|t| {
             let (topic, n) = if by_id {
                 match table.name_by_id(&t.topic_id) {
-                    Some(name) => (name.to_string(), Named { id: t.topic_id, unknown_id: false }),
-                    None => (String::new(), Named { id: t.topic_id, unknown_id: true }),
+                    Some(name) => (name.clone(), Named { id: t.topic_id, unknown_id: false }),
+                    None => (TopicHandle::from(""), Named { id: t.topic_id, unknown_id: true }),
                 }
             } else {
-                let id = table
-                    .topics
-                    .get(t.topic.0.as_str())
-                    .map_or(uuid::Uuid::nil(), |m| uuid::Uuid::from_bytes(m.id_bytes()));
-                (t.topic.0.to_string(), Named { id, unknown_id: false })
+                let name = t.topic.0.as_str();
+                match table.topics.get_key_value(name) {
+                    Some((handle, m)) => {
+                        (handle.clone(), Named { id: uuid::Uuid::from_bytes(m.id_bytes()), unknown_id: false })
+                    }
+                    None => (TopicHandle::from(name), Named { id: uuid::Uuid::nil(), unknown_id: false }),
+                }
             };
             named.extend(std::iter::repeat_n(n, t.partitions.len()));
             t.partitions.iter().map(move |p| ReadItem {
@@ -214,7 +220,7 @@ fn plan_session(
     Ok(plan)
 }
 
-fn session_entry(item: &ReadItem, n: &Named) -> ((String, i32), fetch_sessions::SessionPartition) {
+fn session_entry(item: &ReadItem, n: &Named) -> (SessionKey, fetch_sessions::SessionPartition) {
     let p = fetch_sessions::SessionPartition {
         topic_id: n.id,
         offset: item.offset,
@@ -226,13 +232,18 @@ fn session_entry(item: &ReadItem, n: &Named) -> ((String, i32), fetch_sessions::
 }
 
 /// The (topic, partition) pairs the request asks its session to forget.
-fn forgotten(shard: &Rc<Shard>, request: &FetchRequest, version: i16) -> Vec<(String, i32)> {
+/// Keys compare by name, so a topic the table no longer holds is still
+/// forgotten by a handle of its own.
+fn forgotten(shard: &Rc<Shard>, request: &FetchRequest, version: i16) -> Vec<SessionKey> {
     let table = shard.topics();
     let mut out = Vec::new();
     for t in &request.forgotten_topics_data {
-        let name =
-            if version >= 13 { table.name_by_id(&t.topic_id).map(str::to_string) } else { Some(t.topic.0.to_string()) };
-        let name = name.unwrap_or_default();
+        let name = if version >= 13 {
+            table.name_by_id(&t.topic_id).cloned().unwrap_or_else(|| TopicHandle::from(""))
+        } else {
+            let name = t.topic.0.as_str();
+            table.handle(name).unwrap_or_else(|| TopicHandle::from(name))
+        };
         out.extend(t.partitions.iter().map(|&p| (name.clone(), p)));
     }
     out
@@ -265,19 +276,17 @@ async fn read_round(shard: &Rc<Shard>, items: &[ReadItem], max_bytes: usize) -> 
         let shard = shard.clone();
         tasks.push((
             indices,
-            glommio::spawn_local(
-                async move { shard.call(owner, ShardRequest::Read { items: subset, max_bytes }).await },
-            ),
+            glommio::spawn_local(async move { shard.ask(owner, Read { items: subset, max_bytes }).await }),
         ));
     }
     for (indices, task) in tasks {
         match task.await {
-            ShardResponse::Read(results) => {
+            Ok(results) => {
                 for (i, r) in indices.into_iter().zip(results) {
                     outcomes[i] = r;
                 }
             }
-            _ => {
+            Err(_) => {
                 for i in indices {
                     outcomes[i] = ReadOutcome {
                         error: errors::KAFKA_STORAGE_ERROR,
@@ -304,7 +313,7 @@ async fn read_round(shard: &Rc<Shard>, items: &[ReadItem], max_bytes: usize) -> 
 /// Waits until an append reaches any requested partition, or `wait`.
 async fn wait_for_any(shard: &Rc<Shard>, items: &[ReadItem], wait: Duration) {
     let table = shard.topics();
-    let mut by_owner: BTreeMap<ShardId, Vec<(String, i32, i64)>> = BTreeMap::new();
+    let mut by_owner: BTreeMap<ShardId, Vec<(TopicHandle, i32, i64)>> = BTreeMap::new();
     for item in items {
         if let Some(owner) = router::owner(&table, &item.topic, item.partition, shard.count) {
             by_owner.entry(owner).or_default().push((item.topic.clone(), item.partition, item.offset));
@@ -315,7 +324,8 @@ async fn wait_for_any(shard: &Rc<Shard>, items: &[ReadItem], wait: Duration) {
     for (owner, subset) in by_owner {
         let (shard, tx) = (shard.clone(), tx.clone());
         glommio::spawn_local(async move {
-            shard.call(owner, ShardRequest::WaitForData { items: subset, wait_ms }).await;
+            // Shutdown (the owner gone) ends the wait as data would.
+            let _ = shard.ask(owner, WaitForData { items: subset, wait_ms }).await;
             let _ = tx.unbounded_send(());
         })
         .detach();

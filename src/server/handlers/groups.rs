@@ -24,9 +24,12 @@ use kafka_protocol::messages::{
 
 use crate::protocol::errors::{self, COORDINATOR_NOT_AVAILABLE, INVALID_GROUP_ID};
 use crate::{
-    groups::{records, FetchedOffset, GroupAnswer, GroupCall, OFFSETS_TOPIC},
+    groups::{
+        records, CommitOffsets, DeleteGroups, DeleteOffsets, DescribeGroups, FetchOffsets, FetchedOffset, Heartbeat,
+        JoinGroup, LeaveGroup, ListGroups, SyncGroup, OFFSETS_TOPIC,
+    },
     server::handlers::str_bytes,
-    shard::{router, Shard, ShardId, ShardRequest, ShardResponse},
+    shard::{router, CrossShard, Shard, ShardId},
 };
 
 /// The shard coordinating `group`, if `__consumer_offsets` exists.
@@ -36,12 +39,9 @@ fn coordinator_of(shard: &Shard, group: &str) -> Option<ShardId> {
 }
 
 /// Sends a group call to its coordinator; `None` when none is reachable.
-async fn call(shard: &Rc<Shard>, group: &str, call: GroupCall) -> Option<GroupAnswer> {
+async fn call<C: CrossShard>(shard: &Rc<Shard>, group: &str, call: C) -> Option<C::Reply> {
     let owner = coordinator_of(shard, group)?;
-    match shard.call(owner, ShardRequest::Group(call)).await {
-        ShardResponse::Group(answer) => Some(answer),
-        _ => None,
-    }
+    shard.ask(owner, call).await.ok()
 }
 
 pub fn find_coordinator(shard: &Shard, req: FindCoordinatorRequest, version: i16) -> FindCoordinatorResponse {
@@ -102,9 +102,9 @@ pub async fn join(
 ) -> JoinGroupResponse {
     let group = request.group_id.0.to_string();
     let member = request.member_id.clone();
-    match call(shard, &group, GroupCall::Join { request, version, client_id, client_host }).await {
-        Some(GroupAnswer::Join(r)) => r,
-        _ => {
+    match call(shard, &group, JoinGroup { request, version, client_id, client_host }).await {
+        Some(r) => r,
+        None => {
             let mut r = JoinGroupResponse::default();
             r.error_code = COORDINATOR_NOT_AVAILABLE;
             r.generation_id = -1;
@@ -116,9 +116,9 @@ pub async fn join(
 
 pub async fn sync(shard: &Rc<Shard>, request: SyncGroupRequest) -> SyncGroupResponse {
     let group = request.group_id.0.to_string();
-    match call(shard, &group, GroupCall::Sync { request }).await {
-        Some(GroupAnswer::Sync(r)) => r,
-        _ => {
+    match call(shard, &group, SyncGroup { request }).await {
+        Some(r) => r,
+        None => {
             let mut r = SyncGroupResponse::default();
             r.error_code = COORDINATOR_NOT_AVAILABLE;
             r
@@ -129,17 +129,14 @@ pub async fn sync(shard: &Rc<Shard>, request: SyncGroupRequest) -> SyncGroupResp
 pub async fn heartbeat(shard: &Rc<Shard>, request: HeartbeatRequest) -> HeartbeatResponse {
     let group = request.group_id.0.to_string();
     let mut r = HeartbeatResponse::default();
-    r.error_code = match call(shard, &group, GroupCall::Heartbeat { request }).await {
-        Some(GroupAnswer::Heartbeat(code)) => code,
-        _ => COORDINATOR_NOT_AVAILABLE,
-    };
+    r.error_code = call(shard, &group, Heartbeat { request }).await.unwrap_or(COORDINATOR_NOT_AVAILABLE);
     r
 }
 
 pub async fn leave(shard: &Rc<Shard>, request: LeaveGroupRequest, version: i16) -> LeaveGroupResponse {
     let group = request.group_id.0.to_string();
-    match call(shard, &group, GroupCall::Leave { request, version }).await {
-        Some(GroupAnswer::Leave(mut r)) => {
+    match call(shard, &group, LeaveGroup { request, version }).await {
+        Some(mut r) => {
             // Per-member answers exist only from v3; before it the top-level
             // code says it all, and a v0–v2 response carrying them cannot be
             // encoded.
@@ -164,9 +161,9 @@ pub async fn commit(shard: &Rc<Shard>, request: OffsetCommitRequest, version: i1
         .iter()
         .map(|t| (t.name.clone(), t.partitions.iter().map(|p| p.partition_index).collect()))
         .collect();
-    match call(shard, &group, GroupCall::Commit { request, version }).await {
-        Some(GroupAnswer::Commit(r)) => r,
-        _ => {
+    match call(shard, &group, CommitOffsets { request, version }).await {
+        Some(r) => r,
+        None => {
             use kafka_protocol::messages::offset_commit_response::{
                 OffsetCommitResponsePartition, OffsetCommitResponseTopic,
             };
@@ -245,10 +242,7 @@ async fn fetch_group(
     group: &str,
     topics: Option<Vec<(String, Vec<i32>)>>,
 ) -> Result<Vec<FetchedOffset>, i16> {
-    match call(shard, group, GroupCall::FetchOffsets { group: group.to_string(), topics }).await {
-        Some(GroupAnswer::Offsets(r)) => r,
-        _ => Err(COORDINATOR_NOT_AVAILABLE),
-    }
+    call(shard, group, FetchOffsets { group: group.to_string(), topics }).await.ok_or(COORDINATOR_NOT_AVAILABLE)
 }
 
 fn by_topic(found: Vec<FetchedOffset>) -> Vec<(String, Vec<FetchedOffset>)> {
@@ -276,12 +270,12 @@ pub async fn describe(shard: &Rc<Shard>, req: DescribeGroupsRequest) -> Describe
     let mut described = Vec::new();
     for (owner, groups) in by_coordinator(shard, &names) {
         let answer = match owner {
-            Some(owner) => shard.call(owner, ShardRequest::Group(GroupCall::Describe { groups: groups.clone() })).await,
-            None => ShardResponse::Unavailable,
+            Some(owner) => shard.ask(owner, DescribeGroups { groups: groups.clone() }).await.ok(),
+            None => None,
         };
         match answer {
-            ShardResponse::Group(GroupAnswer::Describe(r)) => described.extend(r.groups),
-            _ => {
+            Some(r) => described.extend(r.groups),
+            None => {
                 for g in groups {
                     let mut d = kafka_protocol::messages::describe_groups_response::DescribedGroup::default();
                     d.group_id = GroupId(str_bytes(&g));
@@ -308,8 +302,8 @@ pub async fn list(shard: &Rc<Shard>, req: ListGroupsRequest) -> ListGroupsRespon
         return resp;
     }
     for target in 0..shard.count {
-        match shard.call(target, ShardRequest::Group(GroupCall::List { states: states.clone() })).await {
-            ShardResponse::Group(GroupAnswer::List(groups)) => {
+        match shard.ask(target, ListGroups { states: states.clone() }).await {
+            Ok(groups) => {
                 for g in groups {
                     let mut l = ListedOut::default();
                     l.group_id = GroupId(str_bytes(&g.group));
@@ -319,7 +313,7 @@ pub async fn list(shard: &Rc<Shard>, req: ListGroupsRequest) -> ListGroupsRespon
                     resp.groups.push(l);
                 }
             }
-            _ => resp.error_code = COORDINATOR_NOT_AVAILABLE,
+            Err(_) => resp.error_code = COORDINATOR_NOT_AVAILABLE,
         }
     }
     resp
@@ -330,12 +324,12 @@ pub async fn delete(shard: &Rc<Shard>, req: DeleteGroupsRequest) -> DeleteGroups
     let mut resp = DeleteGroupsResponse::default();
     for (owner, groups) in by_coordinator(shard, &names) {
         let answer = match owner {
-            Some(owner) => shard.call(owner, ShardRequest::Group(GroupCall::Delete { groups: groups.clone() })).await,
-            None => ShardResponse::Unavailable,
+            Some(owner) => shard.ask(owner, DeleteGroups { groups: groups.clone() }).await.ok(),
+            None => None,
         };
         match answer {
-            ShardResponse::Group(GroupAnswer::Delete(r)) => resp.results.extend(r.results),
-            _ => {
+            Some(r) => resp.results.extend(r.results),
+            None => {
                 for g in groups {
                     let mut r = kafka_protocol::messages::delete_groups_response::DeletableGroupResult::default();
                     r.group_id = GroupId(str_bytes(&g));
@@ -350,9 +344,9 @@ pub async fn delete(shard: &Rc<Shard>, req: DeleteGroupsRequest) -> DeleteGroups
 
 pub async fn offset_delete(shard: &Rc<Shard>, request: OffsetDeleteRequest) -> OffsetDeleteResponse {
     let group = request.group_id.0.to_string();
-    match call(shard, &group, GroupCall::OffsetDelete { request }).await {
-        Some(GroupAnswer::OffsetDelete(r)) => r,
-        _ => {
+    match call(shard, &group, DeleteOffsets { request }).await {
+        Some(r) => r,
+        None => {
             let mut r = OffsetDeleteResponse::default();
             r.error_code = COORDINATOR_NOT_AVAILABLE;
             r

@@ -9,7 +9,7 @@ use std::rc::Rc;
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse};
 
 use crate::protocol::errors;
-use crate::shard::{router, Shard, ShardRequest, ShardResponse};
+use crate::shard::{messages::AllocateProducerId, router, Shard};
 
 pub async fn handle(shard: &Rc<Shard>, req: InitProducerIdRequest) -> InitProducerIdResponse {
     let mut resp = InitProducerIdResponse::default();
@@ -26,16 +26,16 @@ pub async fn handle(shard: &Rc<Shard>, req: InitProducerIdRequest) -> InitProduc
         resp.producer_epoch = given_epoch + 1;
         return resp;
     }
-    match shard.call(router::CONTROLLER, ShardRequest::AllocateProducerId).await {
-        ShardResponse::ProducerId(Ok(id)) => {
+    match shard.ask(router::CONTROLLER, AllocateProducerId).await {
+        Ok(Ok(id)) => {
             resp.producer_id = id.into();
             resp.producer_epoch = 0;
         }
-        ShardResponse::ProducerId(Err(e)) => {
+        Ok(Err(e)) => {
             log::warn!("cannot allocate a producer id: {e}");
             resp.error_code = errors::COORDINATOR_NOT_AVAILABLE;
         }
-        _ => resp.error_code = errors::COORDINATOR_NOT_AVAILABLE,
+        Err(_) => resp.error_code = errors::COORDINATOR_NOT_AVAILABLE,
     }
     resp
 }

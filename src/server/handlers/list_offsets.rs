@@ -12,17 +12,22 @@ use kafka_protocol::messages::{
 };
 
 use crate::protocol::errors;
-use crate::shard::{router, Shard, ShardRequest, ShardResponse};
+use crate::shard::{
+    messages::{ListOffset, OffsetFound},
+    router, Shard,
+};
 
 pub async fn handle(shard: &Rc<Shard>, request: ListOffsetsRequest, version: i16) -> ListOffsetsResponse {
     let table = shard.topics();
     let mut response = ListOffsetsResponse::default();
     for topic in request.topics {
-        let name = topic.name.0.to_string();
+        // The table's handle: a reference count per partition, not a copy
+        // of the name. A topic without one has no owner to ask.
+        let handle = table.handle(topic.name.0.as_str());
         let mut tasks = Vec::new();
         for p in topic.partitions {
-            let owner = router::owner(&table, &name, p.partition_index, shard.count);
-            let (shard, name) = (shard.clone(), name.clone());
+            let owner = router::owner(&table, &topic.name.0, p.partition_index, shard.count);
+            let (shard, owner) = (shard.clone(), handle.clone().zip(owner));
             tasks.push(glommio::spawn_local(async move {
                 let mut r = ListOffsetsPartitionResponse::default();
                 r.partition_index = p.partition_index;
@@ -31,15 +36,14 @@ pub async fn handle(shard: &Rc<Shard>, request: ListOffsetsRequest, version: i16
                 if version >= 4 {
                     r.leader_epoch = 0;
                 }
-                let Some(owner) = owner else {
+                let Some((name, owner)) = owner else {
                     r.error_code = errors::UNKNOWN_TOPIC_OR_PARTITION;
                     r.offset = -1;
                     r.timestamp = -1;
                     return r;
                 };
-                let request =
-                    ShardRequest::ListOffset { topic: name, partition: p.partition_index, timestamp: p.timestamp };
-                let ShardResponse::Offset { error, offset, timestamp } = shard.call(owner, request).await else {
+                let call = ListOffset { topic: name, partition: p.partition_index, timestamp: p.timestamp };
+                let Ok(OffsetFound { error, offset, timestamp }) = shard.ask(owner, call).await else {
                     r.error_code = errors::KAFKA_STORAGE_ERROR;
                     r.offset = -1;
                     r.timestamp = -1;

@@ -25,7 +25,7 @@ pub async fn handle(shard: &Rc<Shard>, request: MetadataRequest, version: i16) -
         let table = shard.topics();
         let missing: Vec<NewTopic> = names
             .iter()
-            .filter(|n| !table.topics.contains_key(*n) && validate_topic_name(n).is_ok())
+            .filter(|n| !table.topics.contains_key(n.as_str()) && validate_topic_name(n).is_ok())
             .map(|n| NewTopic { name: n.clone(), partitions: -1, replication_factor: -1, configs: Vec::new() })
             .collect();
         if !missing.is_empty() {
@@ -33,7 +33,7 @@ pub async fn handle(shard: &Rc<Shard>, request: MetadataRequest, version: i16) -
         }
     }
     let table = shard.topics();
-    let names: Vec<String> = wanted.unwrap_or_else(|| table.topics.keys().cloned().collect());
+    let names: Vec<String> = wanted.unwrap_or_else(|| table.topics.keys().map(|n| n.to_string()).collect());
     let mut response = MetadataResponse::default();
     let mut broker = MetadataResponseBroker::default();
     broker.node_id = shard.settings.node_id.into();
@@ -45,7 +45,7 @@ pub async fn handle(shard: &Rc<Shard>, request: MetadataRequest, version: i16) -
     for name in names {
         let mut topic = MetadataResponseTopic::default();
         topic.name = Some(TopicName(str_bytes(&name)));
-        match table.topics.get(&name) {
+        match table.topics.get(name.as_str()) {
             // A name Kafka refuses: the client gives up instead of waiting
             // for a topic that can never exist.
             None if validate_topic_name(&name).is_err() => topic.error_code = errors::INVALID_TOPIC_EXCEPTION,

@@ -18,7 +18,12 @@ use crate::{
     metrics::stages::{AppendStages, RequestTrace},
     protocol::record_batch::BatchHeader,
     server::handlers::{create_topics::create, str_bytes},
-    shard::{messages::NewTopic, router, topics::validate_topic_name, Shard, ShardRequest, ShardResponse},
+    shard::{
+        messages::{NewTopic, Produce, Produced},
+        router,
+        topics::{validate_topic_name, TopicHandle},
+        Shard,
+    },
 };
 
 struct PartitionResult {
@@ -70,16 +75,22 @@ async fn respond(shard: &Rc<Shard>, request: ProduceRequest, critical: &mut Crit
     // Take the records out of the request, so a batch whose buffer nobody
     // else shares can be appended without a copy (see `split_batches`).
     for topic in request.topic_data {
-        let name = topic.name.0.to_string();
+        // The table's handle: each partition's task and append takes a
+        // reference count, not a copy of the name. A topic the table does
+        // not hold is answered without a cross-shard call, but its answer
+        // still names it.
+        let requested = topic.name.0.as_str();
+        let (name, meta) = match table.topics.get_key_value(requested) {
+            Some((handle, meta)) => (handle.clone(), Some(meta)),
+            None => (TopicHandle::from(requested), None),
+        };
         // Only the broker writes its internal topics, as in Kafka.
-        let internal = table.topics.get(&name).is_some_and(|m| m.internal);
+        let internal = meta.is_some_and(|m| m.internal);
         // A name Kafka would refuse is an error the producer gives up on at
         // once, not an unknown topic it retries until its messages expire.
         let illegal = validate_topic_name(&name).err();
         // The config itself, not a parsed LogConfig: this is the hot path.
-        let compacted = table
-            .topics
-            .get(&name)
+        let compacted = meta
             .and_then(|m| m.configs.get("cleanup.policy"))
             .is_some_and(|p| p.split(',').any(|s| s.trim() == "compact"));
         for p in topic.partition_data {
@@ -129,7 +140,7 @@ async fn respond(shard: &Rc<Shard>, request: ProduceRequest, critical: &mut Crit
                 e
             })
             .collect();
-        match response.responses.iter_mut().find(|t| t.name.0.as_str() == name) {
+        match response.responses.iter_mut().find(|t| t.name.0.as_str() == name.as_str()) {
             Some(t) => t.partition_responses.push(pr),
             None => {
                 let mut t = TopicProduceResponse::default();
@@ -182,9 +193,10 @@ async fn auto_create(shard: &Rc<Shard>, request: &ProduceRequest) {
     let missing: Vec<NewTopic> = request
         .topic_data
         .iter()
-        .map(|t| t.name.0.to_string())
-        .filter(|n| !table.topics.contains_key(n) && validate_topic_name(n).is_ok())
-        .map(|name| NewTopic { name, partitions: -1, replication_factor: -1, configs: Vec::new() })
+        .map(|t| t.name.0.as_str())
+        // Names are copied only for topics to create, not on every produce.
+        .filter(|n| !table.topics.contains_key(*n) && validate_topic_name(n).is_ok())
+        .map(|name| NewTopic { name: name.to_string(), partitions: -1, replication_factor: -1, configs: Vec::new() })
         .collect();
     if !missing.is_empty() {
         create(shard, missing, false).await;
@@ -197,7 +209,7 @@ async fn auto_create(shard: &Rc<Shard>, request: &ProduceRequest) {
 async fn append_all(
     shard: &Rc<Shard>,
     owner: usize,
-    (topic, partition): (&str, i32),
+    (topic, partition): (&TopicHandle, i32),
     records: Bytes,
     (durable, compacted): (bool, bool),
     stages: &mut AppendStages,
@@ -213,10 +225,9 @@ async fn append_all(
     }
     let mut first: Option<PartitionResult> = None;
     for batch in batches {
-        let request =
-            ShardRequest::Produce { topic: topic.to_string(), partition, batch, durable, sent: Instant::now() };
-        let ShardResponse::Produced { error, base_offset, log_start, message, stages: spent, finished } =
-            shard.call(owner, request).await
+        let call = Produce { topic: topic.clone(), partition, batch, durable, sent: Instant::now() };
+        let Ok(Produced { error, base_offset, log_start, message, stages: spent, finished }) =
+            shard.ask(owner, call).await
         else {
             let message = format!("partition {topic}-{partition}: broker shutting down");
             return failed(errors::KAFKA_STORAGE_ERROR, Some(message));

@@ -1,0 +1,155 @@
+//! Each cross-shard call paired with its reply type, in one table.
+//!
+//! A caller writes `shard.ask(target, ListOffset { .. })` and gets the
+//! call's own reply type back (`OffsetFound`), so a wrong pairing is a
+//! compile error, not a run-time surprise. Glommio's channel mesh carries one
+//! message type, so on the wire the calls travel as [`ShardRequest`] and
+//! the replies as [`ShardResponse`]; the `cross_shard_calls!` table below
+//! generates both enums from the same rows, and is the only code that turns
+//! one back into a typed reply.
+
+use std::{future::Future, rc::Rc};
+
+use kafka_protocol::messages::{
+    DeleteGroupsResponse, DescribeGroupsResponse, JoinGroupResponse, LeaveGroupResponse, OffsetCommitResponse,
+    OffsetDeleteResponse, SyncGroupResponse,
+};
+
+use crate::{
+    groups::{
+        CommitOffsets, DeleteGroups, DeleteOffsets, DescribeGroups, FetchOffsets, FetchedOffset, Heartbeat, JoinGroup,
+        LeaveGroup, ListGroups, ListedGroup, SyncGroup,
+    },
+    metrics::snapshot::ShardSnapshot,
+    shard::{
+        messages::{
+            AllocateProducerId, AlterConfigs, ApplyTopics, CreatePartitions, CreateTopics, DeleteRecords, DeleteTopics,
+            ListOffset, Metrics, OffsetFound, Produce, Produced, Read, ReadOutcome, TopicOutcome, WaitForData,
+        },
+        Shard,
+    },
+};
+
+/// A call one shard makes on another (or on itself, as a plain call), and
+/// what it answers.
+pub trait CrossShard: Sized + Send + 'static {
+    type Reply: Send + 'static;
+    /// Counted in the cross-shard traffic metrics. A scrape's own `Metrics`
+    /// calls are not: they would change the figures they are collecting.
+    const COUNTED: bool;
+    /// Runs the call on the shard that owns what it names.
+    fn serve(self, shard: &Rc<Shard>) -> impl Future<Output = Self::Reply>;
+    /// Transport only: the call as the mesh carries it.
+    fn into_request(self) -> ShardRequest;
+    /// Transport only: the reply out of the mesh's answer to this call.
+    fn reply_of(response: ShardResponse) -> Self::Reply;
+}
+
+/// The owner shard is gone (the broker is shutting down): each caller
+/// answers its client with a retriable error instead of failing the
+/// connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unavailable;
+
+/// A call on its way to another shard, plus the way back.
+pub struct Envelope {
+    pub(super) request: ShardRequest,
+    pub(super) reply: futures_channel::oneshot::Sender<ShardResponse>,
+}
+
+/// Each row: `Call -> Reply = |shard, call| future`, the future being what
+/// the owner shard runs; `, uncounted` keeps the call out of the
+/// cross-shard metrics. From the rows come the two transport enums (one
+/// variant per call, named as the call), `CrossShard` for each call, and
+/// `ShardRequest::serve`, which answers each request variant with the
+/// response variant of the same name: that is why `reply_of` can treat any
+/// other variant as a broken invariant.
+macro_rules! cross_shard_calls {
+    ($($call:ident -> $reply:ty = |$shard:ident, $args:pat_param| $serve:expr $(, $flag:ident)?;)*) => {
+        /// Every call, as the mesh carries it.
+        #[derive(Debug)]
+        pub enum ShardRequest {
+            $($call($call),)*
+        }
+
+        /// Every reply, as the mesh carries it; each variant answers the
+        /// request variant of the same name.
+        #[derive(Debug)]
+        pub enum ShardResponse {
+            $($call($reply),)*
+        }
+
+        impl ShardRequest {
+            pub(super) fn counted(&self) -> bool {
+                match self {
+                    $(Self::$call(_) => <$call as CrossShard>::COUNTED,)*
+                }
+            }
+
+            /// Runs a call that came over the mesh.
+            pub(super) async fn serve(self, shard: &Rc<Shard>) -> ShardResponse {
+                match self {
+                    $(Self::$call(call) => ShardResponse::$call(call.serve(shard).await),)*
+                }
+            }
+        }
+
+        $(
+            impl CrossShard for $call {
+                type Reply = $reply;
+                const COUNTED: bool = cross_shard_calls!(@counted $($flag)?);
+
+                fn serve(self, $shard: &Rc<Shard>) -> impl Future<Output = $reply> {
+                    let $args = self;
+                    $serve
+                }
+
+                fn into_request(self) -> ShardRequest {
+                    ShardRequest::$call(self)
+                }
+
+                fn reply_of(response: ShardResponse) -> $reply {
+                    match response {
+                        ShardResponse::$call(reply) => reply,
+                        _ => unreachable!(
+                            "a {} call got another call's reply: ShardRequest::serve answers each with its own",
+                            stringify!($call)
+                        ),
+                    }
+                }
+            }
+        )*
+    };
+    (@counted) => { true };
+    (@counted uncounted) => { false };
+}
+
+cross_shard_calls! {
+    Produce -> Produced = |shard, call| shard.produce_local(call);
+    Read -> Vec<ReadOutcome> = |shard, Read { items, max_bytes }| shard.read_local(items, max_bytes);
+    WaitForData -> () = |shard, WaitForData { items, wait_ms }| shard.wait_for_data(items, wait_ms);
+    ListOffset -> OffsetFound = |shard, call| shard.list_offset_local(call);
+    DeleteRecords -> OffsetFound = |shard, call| shard.delete_records_local(call);
+    CreateTopics -> Vec<TopicOutcome> =
+        |shard, CreateTopics { topics, validate_only }| shard.create_topics(topics, validate_only);
+    CreatePartitions -> Vec<TopicOutcome> =
+        |shard, CreatePartitions { topics, validate_only }| shard.create_partitions(topics, validate_only);
+    AlterConfigs -> Vec<TopicOutcome> =
+        |shard, AlterConfigs { changes, validate_only }| shard.alter_configs(changes, validate_only);
+    DeleteTopics -> Vec<TopicOutcome> = |shard, DeleteTopics { names }| shard.delete_topics(names);
+    ApplyTopics -> Vec<(String, i32, String)> = |shard, ApplyTopics { table }| shard.apply_topics(table);
+    // To a group's coordinator shard.
+    JoinGroup -> JoinGroupResponse = |shard, call| shard.groups.join(call);
+    SyncGroup -> SyncGroupResponse = |shard, call| shard.groups.sync(call);
+    Heartbeat -> i16 = |shard, call| shard.groups.heartbeat(call);
+    LeaveGroup -> LeaveGroupResponse = |shard, call| shard.groups.leave(call);
+    CommitOffsets -> OffsetCommitResponse = |shard, call| shard.groups.commit(call);
+    FetchOffsets -> Vec<FetchedOffset> = |shard, call| shard.groups.fetch_offsets(call);
+    DescribeGroups -> DescribeGroupsResponse = |shard, call| shard.groups.describe(call);
+    ListGroups -> Vec<ListedGroup> = |shard, call| shard.groups.list(call);
+    DeleteGroups -> DeleteGroupsResponse = |shard, call| shard.groups.delete_groups(call);
+    DeleteOffsets -> OffsetDeleteResponse = |shard, call| shard.groups.delete_offsets(call);
+    AllocateProducerId -> Result<i64, String> = |shard, AllocateProducerId| shard.allocate_producer_id();
+    Metrics -> Box<ShardSnapshot> =
+        |shard, Metrics| std::future::ready(Box::new(shard.metrics_snapshot())), uncounted;
+}
