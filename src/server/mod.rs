@@ -316,7 +316,7 @@ async fn run_shard(start: ShardStart) -> Result<(), String> {
     crate::storage::open_files::set_limit(shard.settings.open_files_per_shard as usize);
     crate::shard::maintenance::spawn_idle_file_closer(&shard, shard.settings.idle_files_every);
     let failed = shard.apply_topics(table).await;
-    if let Some((topic, partition, cause)) = failed.first() {
+    if let Some(crate::shard::messages::OpenFailure { topic, partition, cause }) = failed.first() {
         log::error!(
             "shard {}: {} partition(s) on disk could not be opened and are not served, first {topic}-{partition}: {cause}",
             shard.id,

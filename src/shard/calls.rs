@@ -24,7 +24,8 @@ use crate::{
     shard::{
         messages::{
             AllocateProducerId, AlterConfigs, ApplyTopics, CreatePartitions, CreateTopics, DeleteRecords, DeleteTopics,
-            ListOffset, Metrics, OffsetFound, Produce, Produced, Read, ReadOutcome, TopicOutcome, WaitForData,
+            ListOffset, Metrics, OffsetFound, OpenFailure, Produce, Produced, ProducerIdError, Read, ReadOutcome,
+            TopicOutcome, WaitForData,
         },
         Shard,
     },
@@ -137,7 +138,7 @@ cross_shard_calls! {
     AlterConfigs -> Vec<TopicOutcome> =
         |shard, AlterConfigs { changes, validate_only }| shard.alter_configs(changes, validate_only);
     DeleteTopics -> Vec<TopicOutcome> = |shard, DeleteTopics { names }| shard.delete_topics(names);
-    ApplyTopics -> Vec<(String, i32, String)> = |shard, ApplyTopics { table }| shard.apply_topics(table);
+    ApplyTopics -> Vec<OpenFailure> = |shard, ApplyTopics { table }| shard.apply_topics(table);
     // To a group's coordinator shard.
     JoinGroup -> JoinGroupResponse = |shard, call| shard.groups.join(call);
     SyncGroup -> SyncGroupResponse = |shard, call| shard.groups.sync(call);
@@ -149,7 +150,7 @@ cross_shard_calls! {
     ListGroups -> Vec<ListedGroup> = |shard, call| shard.groups.list(call);
     DeleteGroups -> DeleteGroupsResponse = |shard, call| shard.groups.delete_groups(call);
     DeleteOffsets -> OffsetDeleteResponse = |shard, call| shard.groups.delete_offsets(call);
-    AllocateProducerId -> Result<i64, String> = |shard, AllocateProducerId| shard.allocate_producer_id();
+    AllocateProducerId -> Result<i64, ProducerIdError> = |shard, AllocateProducerId| shard.allocate_producer_id();
     Metrics -> Box<ShardSnapshot> =
         |shard, Metrics| std::future::ready(Box::new(shard.metrics_snapshot())), uncounted;
 }

@@ -177,11 +177,40 @@ pub struct DeleteTopics {
 }
 
 /// From the controller to every shard: the new topic table. Answered with
-/// the partitions the shard could not open: (topic, partition, cause).
+/// the partitions the shard could not open.
 #[derive(Debug)]
 pub struct ApplyTopics {
     pub table: Arc<TopicTable>,
 }
+
+/// A partition a shard could not open for a new topic table, and why.
+#[derive(Debug)]
+pub struct OpenFailure {
+    pub topic: String,
+    pub partition: i32,
+    pub cause: crate::storage::StorageError,
+}
+
+/// Why the controller could not hand out a producer id: the file that keeps
+/// the next free block could not be read, parsed or written.
+#[derive(Debug)]
+pub enum ProducerIdError {
+    Read { file: std::path::PathBuf, source: std::io::Error },
+    Parse { file: std::path::PathBuf, reason: std::num::ParseIntError },
+    Persist { file: std::path::PathBuf, reason: String },
+}
+
+impl std::fmt::Display for ProducerIdError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Read { file, source } => write!(f, "cannot read {}: {source}", file.display()),
+            Self::Parse { file, reason } => write!(f, "{}: {reason}", file.display()),
+            Self::Persist { file, reason } => write!(f, "cannot persist {}: {reason}", file.display()),
+        }
+    }
+}
+
+impl std::error::Error for ProducerIdError {}
 
 /// To the controller: a fresh producer id.
 #[derive(Debug)]

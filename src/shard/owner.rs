@@ -12,7 +12,10 @@ use crate::{
     metrics::stages::AppendStages,
     protocol::record_batch::BatchError,
     shard::{
-        messages::{DeleteRecords, ListOffset, OffsetFound, Produce, Produced, ReadItem, ReadOutcome},
+        messages::{
+            DeleteRecords, ListOffset, OffsetFound, OpenFailure, Produce, Produced, ProducerIdError, ReadItem,
+            ReadOutcome,
+        },
         notify::Waiter,
         router,
         topics::{self, TopicHandle, TopicMeta, TopicTable},
@@ -73,7 +76,7 @@ impl Shard {
     /// Controller only: the next producer id. Ids are handed out from blocks
     /// whose end is persisted (write new, fsync, rename) before the first id
     /// of a block is used, so no id is ever given twice, even after a crash.
-    pub(super) async fn allocate_producer_id(&self) -> Result<i64, String> {
+    pub(super) async fn allocate_producer_id(&self) -> Result<i64, ProducerIdError> {
         let _permit = self.controller_permit.acquire_permit(1).await.expect("controller permit: never closed");
         let (next, end) = self.producer_ids.get();
         if next < end {
@@ -82,9 +85,11 @@ impl Shard {
         }
         let path = self.settings.data_dir.join(PRODUCER_IDS_FILE);
         let start = match std::fs::read_to_string(&path) {
-            Ok(text) => text.trim().parse::<i64>().map_err(|e| format!("{}: {e}", path.display()))?,
+            Ok(text) => {
+                text.trim().parse::<i64>().map_err(|reason| ProducerIdError::Parse { file: path.clone(), reason })?
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
-            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+            Err(source) => return Err(ProducerIdError::Read { file: path, source }),
         }
         .max(next);
         let block_end = start + PRODUCER_ID_BLOCK;
@@ -94,7 +99,7 @@ impl Shard {
                 crate::storage::file::write_atomically(&to_write, format!("{block_end}\n").as_bytes())
             })
             .await
-            .map_err(|e| format!("cannot persist {}: {e}", path.display()))?;
+            .map_err(|e| ProducerIdError::Persist { file: path.clone(), reason: e.to_string() })?;
         self.producer_ids.set((start + 1, block_end));
         Ok(start)
     }
@@ -301,7 +306,7 @@ impl Shard {
     /// Takes a new topic table: opens partitions newly assigned here, closes
     /// (and for deleted topics or partitions removes) the ones no longer
     /// here. Returns the partitions that could not be opened, with why.
-    pub async fn apply_topics(&self, table: Arc<TopicTable>) -> Vec<(String, i32, String)> {
+    pub async fn apply_topics(&self, table: Arc<TopicTable>) -> Vec<OpenFailure> {
         let before = std::mem::replace(&mut *self.topics.borrow_mut(), table.clone());
         let open: Vec<(String, i32)> = self.partitions.borrow().keys();
         for (topic, partition) in open {
@@ -332,7 +337,7 @@ impl Shard {
                 let failed = &failed;
                 async move {
                     if let Err(cause) = self.open_partition(name, p, meta).await {
-                        failed.borrow_mut().push((name.to_string(), p, cause));
+                        failed.borrow_mut().push(OpenFailure { topic: name.to_string(), partition: p, cause });
                     }
                 }
             }),
@@ -343,7 +348,7 @@ impl Shard {
         failed.into_inner()
     }
 
-    async fn open_partition(&self, topic: &str, partition: i32, meta: &TopicMeta) -> Result<(), String> {
+    async fn open_partition(&self, topic: &str, partition: i32, meta: &TopicMeta) -> Result<(), StorageError> {
         let name = format!("{topic}-{partition}");
         let dir = self.settings.data_dir.join(&name);
         let mut config = match topics::log_config(&meta.configs) {
@@ -365,7 +370,7 @@ impl Shard {
             }
             Err(e) => {
                 log::error!("shard {}: cannot open partition {name}: {e}", self.id);
-                Err(e.to_string())
+                Err(e)
             }
         }
     }

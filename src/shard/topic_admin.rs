@@ -7,7 +7,7 @@ use std::{rc::Rc, sync::Arc};
 
 use crate::protocol::errors;
 use crate::shard::{
-    messages::ApplyTopics,
+    messages::{ApplyTopics, OpenFailure},
     messages::{ConfigChange, NewPartitions, NewTopic, TopicOutcome},
     router,
     topic_errors::Refusal,
@@ -222,11 +222,11 @@ impl Shard {
             (Some(old), Some(new)) => partition >= old.partitions() || old.configs != new.configs,
             (Some(_), None) => false,
         };
-        let failed: Vec<_> = failed.into_iter().filter(|(t, p, _)| introduced(t, *p)).collect();
+        let failed: Vec<_> = failed.into_iter().filter(|f| introduced(&f.topic, f.partition)).collect();
         let mut undo = false;
         for o in outcomes.iter_mut().filter(|o| o.error == errors::NONE) {
-            let mine: Vec<_> = failed.iter().filter(|(t, _, _)| *t == o.name).collect();
-            let Some((topic, partition, cause)) = mine.first() else { continue };
+            let mine: Vec<_> = failed.iter().filter(|f| f.topic == o.name.as_str()).collect();
+            let Some(OpenFailure { topic, partition, cause }) = mine.first() else { continue };
             o.error = errors::KAFKA_STORAGE_ERROR;
             o.message = Some(format!(
                 "partition {topic}-{partition} could not be opened ({cause}){}; the change to {topic} was undone",
@@ -243,8 +243,8 @@ impl Shard {
             // the undo closes and removes only the ones that opened.
             let gone: Vec<_> = failed
                 .iter()
-                .filter(|(t, p, _)| before.topics.get(t.as_str()).is_none_or(|old| *p >= old.partitions()))
-                .map(|(t, p, _)| self.settings.data_dir.join(format!("{t}-{p}")))
+                .filter(|f| before.topics.get(f.topic.as_str()).is_none_or(|old| f.partition >= old.partitions()))
+                .map(|f| self.settings.data_dir.join(format!("{}-{}", f.topic, f.partition)))
                 .collect();
             let removed = glommio::executor().spawn_blocking(move || {
                 for dir in gone.iter().filter(|d| d.is_dir()) {
@@ -266,7 +266,7 @@ impl Shard {
 
     /// Persists the table, then has every shard apply it; returns the
     /// partitions that did not open.
-    async fn publish(self: &Rc<Self>, table: TopicTable) -> Result<Vec<(String, i32, String)>, String> {
+    async fn publish(self: &Rc<Self>, table: TopicTable) -> Result<Vec<OpenFailure>, String> {
         let dir = self.settings.data_dir.clone();
         let to_save = table.clone();
         glommio::executor()
@@ -290,7 +290,6 @@ impl Shard {
     }
 }
 
-/// Why a CreatePartitions request for one topic is refused, as Kafka says it.
 /// A topic's result before any check: no error.
 fn outcome_for(name: &str, partitions: i32) -> TopicOutcome {
     TopicOutcome { name: name.to_string(), error: errors::NONE, message: None, id: [0; 16], partitions }
@@ -329,6 +328,7 @@ fn changed_configs(
         .map_err(|e| Refusal::new(e.code(), format!("topic {}: {e}", change.topic)))
 }
 
+/// Why a CreatePartitions request for one topic is refused, as Kafka says it.
 fn check_new_partitions(table: &TopicTable, t: &NewPartitions) -> Result<(), Refusal> {
     let Some(meta) = table.topics.get(t.name.as_str()) else {
         return Err(Refusal::new(errors::UNKNOWN_TOPIC_OR_PARTITION, format!("topic {} does not exist", t.name)));
