@@ -357,15 +357,24 @@ async fn run_shard(start: ShardStart) -> Result<(), String> {
 /// A failing accept (out of descriptors: EMFILE/ENFILE) backs off, from
 /// 1 ms doubling to 100 ms, instead of spinning, and is logged at most once
 /// a second with how many failed since the last line.
+///
+/// One accept stays in flight across the timer's ticks. Dropping an accept
+/// whose completion the kernel had already posted (the tick and a new
+/// connection in the same turn of the loop) would leak the new socket: the
+/// client would wait on an open connection nobody reads.
 async fn accept_until_stopped(shard: &Rc<Shard>, listener: &TcpListener, stop: &AtomicBool) {
     let mut backoff = Duration::ZERO;
     let (mut failed, mut last_log): (u64, Option<Instant>) = (0, None);
+    let mut accept = Box::pin(listener.accept());
     while !stop.load(Ordering::Relaxed) {
-        let accepted = futures_lite::future::or(async { Some(listener.accept().await) }, async {
+        let accepted = futures_lite::future::or(async { Some((&mut accept).await) }, async {
             glommio::timer::sleep(Duration::from_millis(100)).await;
             None
         })
         .await;
+        if accepted.is_some() {
+            accept = Box::pin(listener.accept());
+        }
         match accepted {
             Some(Ok(stream)) => {
                 backoff = Duration::ZERO;
