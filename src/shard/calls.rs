@@ -24,8 +24,8 @@ use crate::{
     shard::{
         messages::{
             AllocateProducerId, AlterConfigs, ApplyTopics, CreatePartitions, CreateTopics, DeleteRecords, DeleteTopics,
-            ListOffset, Metrics, OffsetFound, OpenFailure, Produce, Produced, ProducerIdError, Read, ReadOutcome,
-            TopicOutcome, WaitForData,
+            ListOffset, MarkerWritten, Metrics, OffsetFound, OpenFailure, Produce, Produced, ProducerIdError, Read,
+            ReadOutcome, TopicOutcome, WaitForData, WriteTxnMarkers,
         },
         Shard,
     },
@@ -150,6 +150,7 @@ cross_shard_calls! {
     ListGroups -> Vec<ListedGroup> = |shard, call| shard.groups.list(call);
     DeleteGroups -> DeleteGroupsResponse = |shard, call| shard.groups.delete_groups(call);
     DeleteOffsets -> OffsetDeleteResponse = |shard, call| shard.groups.delete_offsets(call);
+    WriteTxnMarkers -> Vec<MarkerWritten> = |shard, call| shard.write_txn_markers(call);
     AllocateProducerId -> Result<i64, ProducerIdError> = |shard, AllocateProducerId| shard.allocate_producer_id();
     Metrics -> Box<ShardSnapshot> =
         |shard, Metrics| std::future::ready(Box::new(shard.metrics_snapshot())), uncounted;

@@ -51,7 +51,7 @@ fn spawn_after_yield(task: impl Future<Output = ()> + 'static) {
     .detach();
 }
 
-fn system_now_ms() -> i64 {
+pub(crate) fn system_now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
 

@@ -219,3 +219,20 @@ pub struct AllocateProducerId;
 /// A copy of the shard's metrics (for a `/metrics` scrape).
 #[derive(Debug)]
 pub struct Metrics;
+
+/// To a partition's owner: write a transaction marker to each listed
+/// partition it owns (`WriteTxnMarkers`), durably. Answered per partition
+/// with NONE, or the error that kept the marker out.
+#[derive(Debug)]
+pub struct WriteTxnMarkers {
+    pub marker: crate::protocol::record_batch::TxnMarker,
+    pub partitions: Vec<(TopicHandle, i32)>,
+}
+
+/// One partition's answer to [`WriteTxnMarkers`].
+#[derive(Debug, Clone)]
+pub struct MarkerWritten {
+    pub topic: TopicHandle,
+    pub partition: i32,
+    pub error: ErrorCode,
+}

@@ -13,8 +13,8 @@ use crate::{
     protocol::record_batch::BatchError,
     shard::{
         messages::{
-            DeleteRecords, ListOffset, OffsetFound, OpenFailure, Produce, Produced, ProducerIdError, ReadItem,
-            ReadOutcome,
+            DeleteRecords, ListOffset, MarkerWritten, OffsetFound, OpenFailure, Produce, Produced, ProducerIdError,
+            ReadItem, ReadOutcome, WriteTxnMarkers,
         },
         notify::Waiter,
         router,
@@ -301,6 +301,40 @@ impl Shard {
                 OffsetFound { error: error_code(&e), offset: -1, timestamp: -1 }
             }
         }
+    }
+
+    /// Writes a transaction marker to each listed partition this shard owns,
+    /// all at once (each waits for its own sync), and answers per partition.
+    pub(super) async fn write_txn_markers(self: &Rc<Self>, call: WriteTxnMarkers) -> Vec<MarkerWritten> {
+        let WriteTxnMarkers { marker, partitions } = call;
+        let now = crate::shard::group_glue::system_now_ms();
+        let tasks: Vec<_> = partitions
+            .into_iter()
+            .map(|(topic, partition)| {
+                let shard = self.clone();
+                glommio::spawn_local(async move {
+                    let error = match shard.partition(&topic, partition) {
+                        None => errors::UNKNOWN_TOPIC_OR_PARTITION,
+                        Some(p) => match p.log.append_marker(marker, now).await {
+                            Ok(_) => {
+                                p.appended.notify_all();
+                                errors::NONE
+                            }
+                            Err(e) => {
+                                log::warn!("shard {}: transaction marker for {topic}-{partition}: {e}", shard.id);
+                                error_code(&e)
+                            }
+                        },
+                    };
+                    MarkerWritten { topic, partition, error }
+                })
+            })
+            .collect();
+        let mut written = Vec::with_capacity(tasks.len());
+        for task in tasks {
+            written.push(task.await);
+        }
+        written
     }
 
     /// Takes a new topic table: opens partitions newly assigned here, closes

@@ -14,7 +14,7 @@ use bytes::BytesMut;
 use super::state::{align_down, align_up, bump, AppendInfo, PartitionLog, Pending, ResultSlot};
 use crate::{
     limits,
-    protocol::record_batch,
+    protocol::record_batch::{self, TxnMarker},
     storage::{
         batch_cache::CachedBatch,
         error::StorageError,
@@ -87,6 +87,27 @@ impl PartitionLog {
                 Err(reason) => return Err(StorageError::Sequence { partition: self.name.clone(), reason }),
             }
         }
+        self.write_queued(batch, header, durability, timings).await
+    }
+
+    /// Appends a transaction marker (a control batch) and returns once it is
+    /// durable: the coordinator counts a transaction finished in a partition
+    /// only when its marker cannot be lost.
+    pub async fn append_marker(&self, marker: TxnMarker, timestamp: i64) -> Result<AppendInfo, StorageError> {
+        let batch = BytesMut::from(&record_batch::encode_control_batch(&marker, timestamp)[..]);
+        let header = record_batch::BatchHeader::parse(&batch, usize::MAX).expect("an encoded control batch parses");
+        self.write_queued(batch, header, Durability::Synced, &mut AppendTimings::default()).await
+    }
+
+    /// Queues a checked batch, writes the queue (or waits for the writer
+    /// before to write it), then waits for `durability`.
+    async fn write_queued(
+        &self,
+        batch: BytesMut,
+        header: record_batch::BatchHeader,
+        durability: Durability,
+        timings: &mut AppendTimings,
+    ) -> Result<AppendInfo, StorageError> {
         let slot: ResultSlot = Rc::new(RefCell::new(None));
         self.state.borrow_mut().pending.push(Pending { batch, header, slot: slot.clone() });
         let waited = Instant::now();
