@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use super::state::PartitionLog;
-use crate::storage::{error::StorageError, file, segment};
+use crate::storage::{error::StorageError, file, segment, txn_index};
 
 /// How a retention pass changed the log.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -32,8 +32,14 @@ impl PartitionLog {
             let mut st = self.state.borrow_mut();
             let mut total: u64 = st.segments.values().map(|s| s.size).sum();
             let mut victims = Vec::new();
+            // An open transaction's records stay until its marker: the
+            // segment holding its first offset, and all after, are kept.
+            let first_open = st.producers.first_open_offset();
             while st.segments.len() > 1 {
                 let oldest = st.segments.values().next().expect("len > 1");
+                if first_open.is_some_and(|first| oldest.next_offset > first) {
+                    break;
+                }
                 let over_size = self.config.retention_bytes.is_some_and(|max| total - oldest.size >= max);
                 let too_old = self.config.retention_ms.is_some_and(|ms| now - oldest.retention_timestamp() > ms);
                 if !(over_size || too_old) {
@@ -46,6 +52,8 @@ impl PartitionLog {
             st.log_start = st.log_start.max(st.segments.values().next().expect("active remains").base_offset);
             let log_start = st.log_start;
             st.cache.trim_before(log_start);
+            // Their aborted-index files go with the segments (by base below).
+            st.aborted.drop_before(log_start);
             victims
         };
         let mut outcome = RetentionOutcome { log_start: self.log_start(), ..RetentionOutcome::default() };
@@ -86,6 +94,7 @@ impl PartitionLog {
                 victims.push(st.segments.pop_first().expect("len > 1").1);
             }
             st.cache.trim_before(target);
+            st.aborted.drop_before(target);
             victims
         };
         for seg in &victims {
@@ -100,7 +109,9 @@ impl PartitionLog {
         let name = self.name.clone();
         glommio::executor()
             .spawn_blocking(move || {
-                for suffix in [segment::INDEX_SUFFIX, segment::TIME_INDEX_SUFFIX, segment::LOG_SUFFIX] {
+                let suffixes =
+                    [txn_index::TXN_INDEX_SUFFIX, segment::INDEX_SUFFIX, segment::TIME_INDEX_SUFFIX, segment::LOG_SUFFIX];
+                for suffix in suffixes {
                     let path = log_path.with_extension(suffix);
                     match std::fs::remove_file(&path) {
                         Ok(()) => {}
