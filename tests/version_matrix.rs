@@ -588,18 +588,20 @@ fn produce(fx: &Fixture, w: &mut Wire, v: i16) {
     if v >= 8 {
         assert!(parts[0].record_errors.is_empty());
     }
-    // Transactional producers are refused until transactions exist, and
-    // nothing they sent is stored.
-    req.transactional_id = Some(s("matrix-tx").into());
-    let refused: ProduceResponse = w.call(ApiKey::Produce, v, &req);
-    assert!(refused.responses[0].partition_responses.iter().all(|p| p.error_code != NONE));
-    req.transactional_id = None;
     // Read back with a fixed Fetch version.
     let fetched: FetchResponse =
         w.call(ApiKey::Fetch, 12, &common::wire::fetch_request(&topic, &[(0, 0), (1, 0)], 0, 0));
     let read = |i: usize| decode_records(fetched.responses[0].partitions[i].records.as_ref());
     assert_eq!(read(0), vec![(0, values[0].clone()), (1, values[1].clone())]);
     assert_eq!(read(1), vec![(0, values[2].clone())]);
+    // A transactional id is accepted (Kafka checks it only for ACLs): the
+    // batches append after the first ones.
+    req.transactional_id = Some(s("matrix-tx").into());
+    let again: ProduceResponse = w.call(ApiKey::Produce, v, &req);
+    let got: Vec<(i32, i16, i64)> =
+        again.responses[0].partition_responses.iter().map(|p| (p.index, p.error_code, p.base_offset)).collect();
+    assert_eq!(got[..2], [(0, NONE, 2), (1, NONE, 1)]);
+    req.transactional_id = None;
     let _ = fx;
 }
 
