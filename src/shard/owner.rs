@@ -293,7 +293,9 @@ impl Shard {
         match timestamp {
             -2 => OffsetFound { error: errors::NONE, offset: p.log.log_start(), timestamp: -1 },
             // A read_committed consumer starts "latest" at the stable end.
-            -1 if read_committed => OffsetFound { error: errors::NONE, offset: p.log.last_stable_offset(), timestamp: -1 },
+            -1 if read_committed => {
+                OffsetFound { error: errors::NONE, offset: p.log.last_stable_offset(), timestamp: -1 }
+            }
             -1 => OffsetFound { error: errors::NONE, offset: p.log.log_end(), timestamp: -1 },
             // EARLIEST_LOCAL (-4, v8+, KIP-405): every segment is local, so
             // the local log starts where the log does.

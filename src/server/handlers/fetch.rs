@@ -266,9 +266,7 @@ async fn read_round(shard: &Rc<Shard>, items: &[ReadItem], max_bytes: usize, rea
     for (i, item) in items.iter().enumerate() {
         match router::owner(&table, &item.topic, item.partition, shard.count) {
             Some(owner) => by_owner.entry(owner).or_default().push(i),
-            None => {
-                outcomes[i] = ReadOutcome::empty(errors::UNKNOWN_TOPIC_OR_PARTITION, -1, -1)
-            }
+            None => outcomes[i] = ReadOutcome::empty(errors::UNKNOWN_TOPIC_OR_PARTITION, -1, -1),
         }
     }
     let mut tasks = Vec::new();
@@ -277,7 +275,9 @@ async fn read_round(shard: &Rc<Shard>, items: &[ReadItem], max_bytes: usize, rea
         let shard = shard.clone();
         tasks.push((
             indices,
-            glommio::spawn_local(async move { shard.ask(owner, Read { items: subset, max_bytes, read_committed }).await }),
+            glommio::spawn_local(
+                async move { shard.ask(owner, Read { items: subset, max_bytes, read_committed }).await },
+            ),
         ));
     }
     for (indices, task) in tasks {

@@ -44,7 +44,8 @@ pub async fn handle(shard: &Rc<Shard>, request: ListOffsetsRequest, version: i16
                     r.timestamp = -1;
                     return r;
                 };
-                let call = ListOffset { topic: name, partition: p.partition_index, timestamp: p.timestamp, read_committed };
+                let call =
+                    ListOffset { topic: name, partition: p.partition_index, timestamp: p.timestamp, read_committed };
                 let Ok(OffsetFound { error, offset, timestamp }) = shard.ask(owner, call).await else {
                     r.error_code = errors::KAFKA_STORAGE_ERROR;
                     r.offset = -1;

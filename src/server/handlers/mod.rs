@@ -53,7 +53,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
     (ApiKey::DescribeLogDirs, 1, 4),
-    (ApiKey::WriteTxnMarkers, 0, 1),
+    (ApiKey::WriteTxnMarkers, 1, 1),
 ];
 
 pub fn supported(key: ApiKey, version: i16) -> bool {

@@ -1,4 +1,6 @@
-//! WriteTxnMarkers, versions 0–1 (v1 is the flexible form of v0): Kafka's
+//! WriteTxnMarkers, version 1 (v0, its non-flexible form, was removed in
+//! Kafka 4.0 and the protocol crate cannot decode it, so it is not
+//! advertised; Kafka's own brokers send v1 since 2.8): Kafka's
 //! inter-broker API by which a transaction coordinator has each partition
 //! leader write a commit or abort marker. Here every partition is led by
 //! this broker, so each marker's partitions are grouped by owner shard and
@@ -73,9 +75,8 @@ async fn write_one(shard: &Rc<Shard>, m: WritableTxnMarker) -> WritableTxnMarker
         .map(|(owner, partitions)| {
             let shard = shard.clone();
             let asked: Vec<(TopicHandle, i32)> = partitions.clone();
-            let task = glommio::spawn_local(async move {
-                shard.ask(owner, WriteTxnMarkers { marker, partitions }).await
-            });
+            let task =
+                glommio::spawn_local(async move { shard.ask(owner, WriteTxnMarkers { marker, partitions }).await });
             (asked, task)
         })
         .collect();

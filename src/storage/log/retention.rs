@@ -109,8 +109,12 @@ impl PartitionLog {
         let name = self.name.clone();
         glommio::executor()
             .spawn_blocking(move || {
-                let suffixes =
-                    [txn_index::TXN_INDEX_SUFFIX, segment::INDEX_SUFFIX, segment::TIME_INDEX_SUFFIX, segment::LOG_SUFFIX];
+                let suffixes = [
+                    txn_index::TXN_INDEX_SUFFIX,
+                    segment::INDEX_SUFFIX,
+                    segment::TIME_INDEX_SUFFIX,
+                    segment::LOG_SUFFIX,
+                ];
                 for suffix in suffixes {
                     let path = log_path.with_extension(suffix);
                     match std::fs::remove_file(&path) {

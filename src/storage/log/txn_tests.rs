@@ -1,0 +1,163 @@
+//! Transactions in one partition's log: open transactions and the LSO,
+//! aborted-index entries and their `.txnindex` files, and all of it again
+//! after a reopen without `close` (an unclean stop).
+
+use std::{path::Path, rc::Rc};
+
+use bytes::BytesMut;
+
+use super::{Durability, PartitionLog};
+use crate::{
+    protocol::record_batch::{self, Record, TxnMarker},
+    storage::{producers::AbortedTxn, Clock, Faults, LogConfig, PartitionName},
+};
+
+/// A transactional batch of `n` records, laid out by hand: attributes
+/// 0x10, producer id, epoch and base sequence at their v2 positions, and
+/// the CRC over attributes..end recomputed.
+fn txn_batch(producer_id: i64, epoch: i16, base_sequence: i32, n: usize) -> BytesMut {
+    let values: Vec<Vec<u8>> =
+        (0..n).map(|i| format!("p{producer_id}-{}", base_sequence as usize + i).into_bytes()).collect();
+    let records: Vec<Record<'_>> =
+        values.iter().map(|v| Record { key: Some(b"k"), value: Some(v), timestamp_delta: 0 }).collect();
+    let mut b = record_batch::encode_batch(&records, 1_790_000_000_000);
+    b[21..23].copy_from_slice(&0x10i16.to_be_bytes());
+    b[43..51].copy_from_slice(&producer_id.to_be_bytes());
+    b[51..53].copy_from_slice(&epoch.to_be_bytes());
+    b[53..57].copy_from_slice(&base_sequence.to_be_bytes());
+    let crc = crc32c::crc32c(&b[21..]);
+    b[17..21].copy_from_slice(&crc.to_be_bytes());
+    BytesMut::from(&b[..])
+}
+
+fn marker(producer_id: i64, commit: bool) -> TxnMarker {
+    TxnMarker { producer_id, producer_epoch: 0, commit, coordinator_epoch: 3 }
+}
+
+async fn open(dir: &Path, config: &LogConfig) -> Rc<PartitionLog> {
+    let name = PartitionName("txn-test-0".to_string());
+    let (log, _) = PartitionLog::open(dir, name, config.clone(), Clock::System, Faults::default())
+        .await
+        .unwrap_or_else(|e| panic!("open {}: {e}", dir.display()));
+    Rc::new(log)
+}
+
+fn run<Fut: std::future::Future<Output = ()> + 'static>(f: impl FnOnce() -> Fut + Send + 'static) {
+    glommio::LocalExecutorBuilder::default().spawn(f).expect("executor").join().expect("test thread");
+}
+
+fn tempdir() -> tempfile::TempDir {
+    // Direct I/O needs a real file system, not the tmpfs /tmp may be.
+    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("target").join("unit-tmp");
+    std::fs::create_dir_all(&base).expect("create target/unit-tmp");
+    tempfile::tempdir_in(base).expect("tempdir")
+}
+
+#[test]
+fn lso_aborted_index_and_an_unclean_reopen() {
+    run(|| async {
+        let dir = tempdir();
+        let config = LogConfig::default();
+        let log = open(dir.path(), &config).await;
+        let (a, b) = (41, 42);
+        // a: 0..=1, b: 2, a: 3; then a aborts (marker 4), b stays open.
+        assert_eq!(log.append(txn_batch(a, 0, 0, 2), Durability::Synced).await.unwrap().base_offset, 0);
+        assert_eq!(log.append(txn_batch(b, 0, 0, 1), Durability::Synced).await.unwrap().base_offset, 2);
+        assert_eq!(log.append(txn_batch(a, 0, 2, 1), Durability::Synced).await.unwrap().base_offset, 3);
+        assert_eq!(log.last_stable_offset(), 0);
+        assert_eq!(log.append_marker(marker(a, false), 0).await.unwrap().base_offset, 4);
+        assert_eq!(log.last_stable_offset(), 2, "b's transaction now holds the LSO");
+        let abort_a = AbortedTxn { producer_id: a, first_offset: 0, last_offset: 4, last_stable_offset: 2 };
+        assert_eq!(log.aborted_index(), vec![abort_a]);
+        // A read_committed read stops below the LSO, on a batch boundary.
+        let below = log.read_below(0, 1 << 20, log.last_stable_offset()).await.unwrap();
+        assert_eq!(record_batch::BatchHeader::parse(&below.to_vec(), usize::MAX).unwrap().last_offset(), 1);
+        assert_eq!(below.to_vec().len(), log.read(0, 1 << 20).await.unwrap().chunks[0].len());
+        assert!(log.read_below(2, 1 << 20, 2).await.unwrap().is_empty());
+        assert_eq!(log.aborted_transactions(0, 2), vec![abort_a]);
+        // A stale epoch's marker is refused and writes nothing.
+        let end = log.log_end();
+        let stale = TxnMarker { producer_epoch: -1, ..marker(b, true) };
+        assert!(log.append_marker(stale, 0).await.is_err());
+        assert_eq!(log.log_end(), end);
+        // b writes more, then the broker stops without close.
+        assert_eq!(log.append(txn_batch(b, 0, 1, 2), Durability::Synced).await.unwrap().base_offset, 5);
+        drop(log);
+        let log = open(dir.path(), &config).await;
+        assert_eq!(log.log_end(), 7);
+        assert_eq!(log.open_transactions(), vec![(2, b)], "b's transaction is open again");
+        assert_eq!(log.last_stable_offset(), 2);
+        assert_eq!(log.aborted_index(), vec![abort_a], "rebuilt from the batches");
+        // b commits: nothing is open, the LSO is the log end.
+        assert_eq!(log.append_marker(marker(b, true), 0).await.unwrap().base_offset, 7);
+        assert_eq!(log.last_stable_offset(), 8);
+        assert_eq!(log.aborted_index(), vec![abort_a], "a commit adds no entry");
+        // The sequence continues after the reopen.
+        assert_eq!(log.append(txn_batch(b, 0, 3, 1), Durability::Synced).await.unwrap().base_offset, 8);
+        assert_eq!(log.last_stable_offset(), 8, "a new transaction of b");
+        log.close().await.unwrap();
+    });
+}
+
+#[test]
+fn a_sealed_segment_keeps_its_aborts_in_a_txnindex_file() {
+    run(|| async {
+        let dir = tempdir();
+        // Small segments: each marker soon lands in a segment that seals.
+        let config = LogConfig { segment_bytes: 4096, ..LogConfig::default() };
+        let log = open(dir.path(), &config).await;
+        let mut expected = Vec::new();
+        for round in 0..12i32 {
+            let pid = 100 + i64::from(round);
+            let first = log.append(txn_batch(pid, 0, 0, 40), Durability::Synced).await.unwrap().base_offset;
+            let commit = round % 3 == 0;
+            let at = log.append_marker(marker(pid, commit), 0).await.unwrap().base_offset;
+            if !commit {
+                expected.push(AbortedTxn {
+                    producer_id: pid,
+                    first_offset: first,
+                    last_offset: at,
+                    last_stable_offset: at + 1,
+                });
+            }
+        }
+        assert!(log.segment_count() > 2, "rolled into {} segments", log.segment_count());
+        assert_eq!(log.aborted_index(), expected);
+        log.settle().await;
+        // Every sealed segment with an abort has its file, in Kafka's layout.
+        let mut on_disk = Vec::new();
+        let sealed: Vec<i64> = log.segments().iter().map(|(b, _)| *b).rev().skip(1).collect();
+        for base in sealed.into_iter().rev() {
+            let path = dir.path().join(format!("{base:020}.txnindex"));
+            if let Ok(bytes) = std::fs::read(&path) {
+                assert_eq!(bytes.len() % 34, 0, "{}: whole 34-byte entries", path.display());
+                for e in bytes.chunks(34) {
+                    assert_eq!(&e[..2], &[0, 0], "entry version 0");
+                    let at = |i: usize| i64::from_be_bytes(e[2 + 8 * i..10 + 8 * i].try_into().unwrap());
+                    on_disk.push(AbortedTxn {
+                        producer_id: at(0),
+                        first_offset: at(1),
+                        last_offset: at(2),
+                        last_stable_offset: at(3),
+                    });
+                }
+            }
+        }
+        assert!(!on_disk.is_empty());
+        assert_eq!(on_disk[..], expected[..on_disk.len()], "the files hold the oldest aborts, in order");
+        log.close().await.unwrap();
+        drop(log);
+        // After a close the producer snapshot is at the log end, so no batch
+        // is replayed: the aborts come back from the files alone (the
+        // active segment's too, written as close sealed it).
+        let snapshots = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".snapshot"))
+            .count();
+        assert_eq!(snapshots, 1);
+        let log = open(dir.path(), &config).await;
+        assert_eq!(log.aborted_index(), expected);
+        assert_eq!(log.last_stable_offset(), log.log_end());
+        log.close().await.unwrap();
+    });
+}
