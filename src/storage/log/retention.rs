@@ -52,10 +52,13 @@ impl PartitionLog {
             st.log_start = st.log_start.max(st.segments.values().next().expect("active remains").base_offset);
             let log_start = st.log_start;
             st.cache.trim_before(log_start);
-            // Their aborted-index files go with the segments (by base below).
-            st.aborted.drop_before(log_start);
-            victims
+            // Index files of segments compaction merged away are named by
+            // bases no segment has any more: they go by their entries.
+            let stale_indices = st.aborted.drop_before(log_start);
+            (victims, stale_indices)
         };
+        let (victims, stale_indices) = victims;
+        self.remove_txn_indices(stale_indices).await?;
         let mut outcome = RetentionOutcome { log_start: self.log_start(), ..RetentionOutcome::default() };
         for seg in &victims {
             outcome.segments_deleted += 1;
@@ -94,13 +97,39 @@ impl PartitionLog {
                 victims.push(st.segments.pop_first().expect("len > 1").1);
             }
             st.cache.trim_before(target);
-            st.aborted.drop_before(target);
-            victims
+            let stale_indices = st.aborted.drop_before(target);
+            (victims, stale_indices)
         };
+        let (victims, stale_indices) = victims;
+        self.remove_txn_indices(stale_indices).await?;
         for seg in &victims {
             self.remove_segment_files(seg.path()).await?;
         }
         Ok(target)
+    }
+
+    /// Removes the `.txnindex` files of these bases (all their entries
+    /// are below the log start).
+    async fn remove_txn_indices(&self, bases: Vec<i64>) -> Result<(), StorageError> {
+        if bases.is_empty() {
+            return Ok(());
+        }
+        let (dir, name) = (self.dir.clone(), self.name.clone());
+        glommio::executor()
+            .spawn_blocking(move || {
+                for base in bases {
+                    let path = txn_index::path(&dir, base);
+                    match std::fs::remove_file(&path) {
+                        Ok(()) => {}
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                        Err(e) => {
+                            return Err(StorageError::from_io(&name, &path, "delete aborted-transactions index", e))
+                        }
+                    }
+                }
+                Ok(())
+            })
+            .await
     }
 
     async fn remove_segment_files(&self, log_path: &Path) -> Result<(), StorageError> {

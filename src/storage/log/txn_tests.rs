@@ -161,3 +161,119 @@ fn a_sealed_segment_keeps_its_aborts_in_a_txnindex_file() {
         log.close().await.unwrap();
     });
 }
+
+/// A batch of keyed records: transactional (attribute 0x10, producer id,
+/// sequence) when `producer` is given, else a plain one.
+fn keyed_batch(producer: Option<(i64, i32)>, records: &[(&str, &str)]) -> BytesMut {
+    let records: Vec<Record<'_>> = records
+        .iter()
+        .map(|(k, v)| Record { key: Some(k.as_bytes()), value: Some(v.as_bytes()), timestamp_delta: 0 })
+        .collect();
+    let mut b = record_batch::encode_batch(&records, 1_790_000_000_000);
+    if let Some((producer_id, base_sequence)) = producer {
+        b[21..23].copy_from_slice(&0x10i16.to_be_bytes());
+        b[43..51].copy_from_slice(&producer_id.to_be_bytes());
+        b[51..53].copy_from_slice(&0i16.to_be_bytes());
+        b[53..57].copy_from_slice(&base_sequence.to_be_bytes());
+        let crc = crc32c::crc32c(&b[21..]);
+        b[17..21].copy_from_slice(&crc.to_be_bytes());
+    }
+    BytesMut::from(&b[..])
+}
+
+/// Every (offset, key, value, control) left in the log, read back.
+async fn contents(log: &PartitionLog) -> Vec<(i64, String, String, bool)> {
+    let mut out = Vec::new();
+    let mut offset = log.log_start();
+    while offset < log.log_end() {
+        let bytes = log.read(offset, 1 << 20).await.unwrap().to_vec();
+        let mut at = 0;
+        while at < bytes.len() {
+            let h = record_batch::BatchHeader::parse(&bytes[at..], usize::MAX).unwrap();
+            let batch = &bytes[at..at + h.total_bytes()];
+            let control = h.attributes & record_batch::ATTR_CONTROL != 0;
+            for r in record_batch::read_records(batch).unwrap() {
+                let text = |b: Option<&[u8]>| String::from_utf8_lossy(b.unwrap_or_default()).into_owned();
+                out.push((r.offset, text(r.key), text(r.value), control));
+            }
+            offset = h.last_offset() + 1;
+            at += h.total_bytes();
+        }
+    }
+    out
+}
+
+#[test]
+fn compaction_never_lets_an_aborted_record_shadow_a_committed_one() {
+    run(|| async {
+        let dir = tempdir();
+        let config = LogConfig { compacted: true, segment_bytes: 4096, ..LogConfig::default() };
+        let log = open(dir.path(), &config).await;
+        let w = Durability::Synced;
+        log.append(keyed_batch(None, &[("k", "committed"), ("other", "old")]), w).await.unwrap(); // 0, 1
+        log.append(keyed_batch(Some((7, 0)), &[("k", "aborted"), ("other", "aborted")]), w).await.unwrap(); // 2, 3
+        log.append_marker(marker(7, false), 0).await.unwrap(); // 4
+        log.append(keyed_batch(Some((8, 0)), &[("other", "new")]), w).await.unwrap(); // 5
+        log.append_marker(marker(8, true), 0).await.unwrap(); // 6
+                                                              // Filler of other keys until the records above are sealed.
+        let pad = "x".repeat(200);
+        let mut filler = 0;
+        while log.segment_count() < 3 {
+            let key = format!("pad-{filler}");
+            log.append(keyed_batch(None, &[(key.as_str(), pad.as_str())]), w).await.unwrap();
+            filler += 1;
+        }
+        log.settle().await;
+        let before = contents(&log).await;
+        assert!(before.contains(&(2, "k".into(), "aborted".into(), false)));
+        log.compact(0).await.unwrap();
+        let after = contents(&log).await;
+        let of = |key: &str| -> Vec<(i64, String)> {
+            after.iter().filter(|r| r.1 == key && !r.3).map(|r| (r.0, r.2.clone())).collect()
+        };
+        assert_eq!(of("k"), vec![(0, "committed".to_string())], "the abort did not shadow the committed value");
+        assert_eq!(of("other"), vec![(5, "new".to_string())], "a committed transaction's value wins");
+        let markers: Vec<i64> = after.iter().filter(|r| r.3).map(|r| r.0).collect();
+        assert_eq!(markers, vec![4, 6], "markers are kept");
+        log.close().await.unwrap();
+    });
+}
+
+#[test]
+fn retention_keeps_an_open_transaction_and_drops_old_aborts_with_their_files() {
+    run(|| async {
+        let dir = tempdir();
+        let config = LogConfig { segment_bytes: 4096, retention_bytes: Some(1), ..LogConfig::default() };
+        let log = open(dir.path(), &config).await;
+        let w = Durability::Synced;
+        // An abort in the first segment, then an open transaction of 9.
+        log.append(txn_batch(5, 0, 0, 40), w).await.unwrap();
+        log.append_marker(marker(5, false), 0).await.unwrap();
+        while log.segment_count() < 2 {
+            log.append(txn_batch(6, 0, log.producer(6).map_or(0, |p| p.batches.back().unwrap().last_seq + 1), 40), w)
+                .await
+                .unwrap();
+        }
+        log.append_marker(marker(6, true), 0).await.unwrap();
+        let open_at = log.append(txn_batch(9, 0, 0, 40), w).await.unwrap().base_offset;
+        while log.segment_count() < 5 {
+            let seq = log.producer(9).map_or(0, |p| p.batches.back().unwrap().last_seq + 1);
+            log.append(txn_batch(9, 0, seq, 40), w).await.unwrap();
+        }
+        log.settle().await;
+        let first_base = log.segments()[0].0;
+        assert!(dir.path().join(format!("{first_base:020}.txnindex")).exists());
+        log.enforce_retention().await.unwrap();
+        let kept = log.segments();
+        let holding = kept.iter().rev().find(|(b, _)| *b <= open_at).map(|(b, _)| *b);
+        assert_eq!(kept[0].0, holding.unwrap(), "the segment holding the open transaction's start is kept");
+        assert!(log.log_start() <= open_at);
+        assert!(log.aborted_index().is_empty(), "the abort went with its segment");
+        assert!(!dir.path().join(format!("{first_base:020}.txnindex")).exists(), "and its file");
+        // Once it commits, retention may go on.
+        log.append_marker(marker(9, true), 0).await.unwrap();
+        log.enforce_retention().await.unwrap();
+        assert!(log.log_start() > open_at);
+        log.close().await.unwrap();
+    });
+}
