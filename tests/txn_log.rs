@@ -247,6 +247,18 @@ fn markers_lso_and_read_committed_over_the_wire() {
     // partition that does not exist is named as such.
     assert_eq!(write_marker(&mut w, a, -1, true, &[0]), vec![(0, 47)]);
     assert_eq!(write_marker(&mut w, a, 0, false, &[9]), vec![(9, 3)]);
+    // Producers may not send markers, nor transactional batches without
+    // idempotence fields (INVALID_RECORD, 87); nothing is written.
+    let mut forged = batch(plain, 1, &["forged"], true).to_vec();
+    forged[21..23].copy_from_slice(&0x30i16.to_be_bytes());
+    let crc = crc32c::crc32c(&forged[21..]);
+    forged[17..21].copy_from_slice(&crc.to_be_bytes());
+    assert_eq!(produce_txn(&mut w, 0, forged.into()).0, 87);
+    let mut unsequenced = batch(plain, 1, &["unsequenced"], true).to_vec();
+    unsequenced[53..57].copy_from_slice(&(-1i32).to_be_bytes());
+    let crc = crc32c::crc32c(&unsequenced[21..]);
+    unsequenced[17..21].copy_from_slice(&crc.to_be_bytes());
+    assert_eq!(produce_txn(&mut w, 0, unsequenced.into()).0, 87);
 
     check_visibility(&mut w, &broker.bootstrap(), a, true);
 

@@ -61,6 +61,9 @@ pub enum BatchError {
     /// A producer sent a control batch (only markers written by the broker
     /// may be control batches).
     ControlBatch,
+    /// A transactional batch without a producer id and sequence (Kafka
+    /// requires transactional producers to be idempotent).
+    TransactionalWithoutSequence,
 }
 
 impl fmt::Display for BatchError {
@@ -87,6 +90,9 @@ impl fmt::Display for BatchError {
                 "batch at offset {base_offset} (leader epoch {leader_epoch}) does not continue the log at {expected}"
             ),
             Self::ControlBatch => write!(f, "control batches (transaction markers) cannot be produced"),
+            Self::TransactionalWithoutSequence => {
+                write!(f, "a transactional batch needs a producer id and a base sequence")
+            }
         }
     }
 }

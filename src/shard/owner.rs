@@ -36,7 +36,10 @@ pub fn error_code(e: &StorageError) -> ErrorCode {
     match e {
         StorageError::InvalidBatch { reason: BatchError::BadLength { .. }, .. } => errors::MESSAGE_TOO_LARGE,
         StorageError::InvalidBatch { reason: BatchError::BadRecordCount { .. }, .. } => errors::INVALID_RECORD,
-        StorageError::InvalidBatch { reason: BatchError::ControlBatch, .. } => errors::INVALID_RECORD,
+        StorageError::InvalidBatch {
+            reason: BatchError::ControlBatch | BatchError::TransactionalWithoutSequence,
+            ..
+        } => errors::INVALID_RECORD,
         StorageError::InvalidBatch { .. } => errors::CORRUPT_MESSAGE,
         StorageError::OffsetOutOfRange { .. } => errors::OFFSET_OUT_OF_RANGE,
         StorageError::Sequence { reason, .. } => match reason {

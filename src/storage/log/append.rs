@@ -73,6 +73,13 @@ impl PartitionLog {
                 reason: record_batch::BatchError::ControlBatch,
             });
         }
+        if header.attributes & record_batch::ATTR_TRANSACTIONAL != 0 && !producers::is_idempotent(&header) {
+            // Its transaction could never be matched with a marker.
+            return Err(StorageError::InvalidBatch {
+                partition: self.name.clone(),
+                reason: record_batch::BatchError::TransactionalWithoutSequence,
+            });
+        }
         if producers::is_idempotent(&header) {
             let verdict = self.state.borrow().producers.check(&header);
             match verdict {
