@@ -243,7 +243,9 @@ fn compaction_never_lets_an_aborted_record_shadow_a_committed_one() {
 fn retention_keeps_an_open_transaction_and_drops_old_aborts_with_their_files() {
     run(|| async {
         let dir = tempdir();
-        let config = LogConfig { segment_bytes: 4096, retention_bytes: Some(1), ..LogConfig::default() };
+        // No tail cache: reads go to the segment files (sendfile ranges when sealed).
+        let config =
+            LogConfig { segment_bytes: 4096, retention_bytes: Some(1), cache_bytes: 0, ..LogConfig::default() };
         let log = open(dir.path(), &config).await;
         let w = Durability::Synced;
         // An abort in the first segment, then an open transaction of 9.
@@ -261,6 +263,26 @@ fn retention_keeps_an_open_transaction_and_drops_old_aborts_with_their_files() {
             log.append(txn_batch(9, 0, seq, 40), w).await.unwrap();
         }
         log.settle().await;
+        // A read_committed read of sealed segments (sendfile ranges) stops
+        // below the open transaction: every batch up to its start, no more.
+        assert_eq!(log.last_stable_offset(), open_at);
+        let mut offset = 0;
+        loop {
+            let slice = log.read_below(offset, 1 << 20, open_at).await.unwrap();
+            if slice.is_empty() {
+                break;
+            }
+            let bytes = slice.to_vec();
+            let mut at = 0;
+            while at < bytes.len() {
+                let h = record_batch::BatchHeader::parse(&bytes[at..], usize::MAX).unwrap();
+                assert!(h.last_offset() < open_at, "batch {}..={} is past the LSO", h.base_offset, h.last_offset());
+                offset = h.last_offset() + 1;
+                at += h.total_bytes();
+            }
+        }
+        assert_eq!(offset, open_at, "everything below the LSO was read");
+        assert_eq!(log.stats().cache_reads.get(), 0, "from the files, not the cache");
         let first_base = log.segments()[0].0;
         assert!(dir.path().join(format!("{first_base:020}.txnindex")).exists());
         log.enforce_retention().await.unwrap();
