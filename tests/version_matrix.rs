@@ -213,6 +213,7 @@ fn check(fx: &Fixture, key: ApiKey, v: i16) {
         ApiKey::DeleteRecords => delete_records(&mut w, v),
         ApiKey::OffsetForLeaderEpoch => offset_for_leader_epoch(fx, &mut w, v),
         ApiKey::DescribeLogDirs => describe_log_dirs(&mut w, v),
+        ApiKey::WriteTxnMarkers => write_txn_markers(&mut w, v),
         other => panic!("{other:?} is advertised but the matrix has no check for it"),
     }
 }
@@ -588,18 +589,20 @@ fn produce(fx: &Fixture, w: &mut Wire, v: i16) {
     if v >= 8 {
         assert!(parts[0].record_errors.is_empty());
     }
-    // Transactional producers are refused until transactions exist, and
-    // nothing they sent is stored.
-    req.transactional_id = Some(s("matrix-tx").into());
-    let refused: ProduceResponse = w.call(ApiKey::Produce, v, &req);
-    assert!(refused.responses[0].partition_responses.iter().all(|p| p.error_code != NONE));
-    req.transactional_id = None;
     // Read back with a fixed Fetch version.
     let fetched: FetchResponse =
         w.call(ApiKey::Fetch, 12, &common::wire::fetch_request(&topic, &[(0, 0), (1, 0)], 0, 0));
     let read = |i: usize| decode_records(fetched.responses[0].partitions[i].records.as_ref());
     assert_eq!(read(0), vec![(0, values[0].clone()), (1, values[1].clone())]);
     assert_eq!(read(1), vec![(0, values[2].clone())]);
+    // A transactional id is accepted (Kafka checks it only for ACLs): the
+    // batches append after the first ones.
+    req.transactional_id = Some(s("matrix-tx").into());
+    let again: ProduceResponse = w.call(ApiKey::Produce, v, &req);
+    let got: Vec<(i32, i16, i64)> =
+        again.responses[0].partition_responses.iter().map(|p| (p.index, p.error_code, p.base_offset)).collect();
+    assert_eq!(got[..2], [(0, NONE, 2), (1, NONE, 1)]);
+    req.transactional_id = None;
     let _ = fx;
 }
 
@@ -787,6 +790,58 @@ fn init_producer_id(w: &mut Wire, v: i16) {
     req.transactional_id = Some(s("matrix-tx").into());
     let refused: InitProducerIdResponse = w.call(ApiKey::InitProducerId, v, &req);
     assert_ne!(refused.error_code, NONE);
+}
+
+/// An abort marker written through WriteTxnMarkers to a fresh topic's
+/// partition 0 (a marker for a producer without an open transaction is
+/// still written, as in Kafka), an unknown partition and an unknown topic;
+/// then read back: a control batch with the producer's id at offset 0, and
+/// a read_committed fetch naming the aborted (empty) transaction.
+fn write_txn_markers(w: &mut Wire, v: i16) {
+    let topic = format!("matrix-wtm{v}");
+    assert_eq!(common::wire::create_topic(w, &topic, 1), NONE);
+    let mut known = write_txn_markers_request::WritableTxnMarkerTopic::default();
+    known.name = topic_name(&topic);
+    known.partition_indexes = vec![0, 5];
+    let mut unknown = write_txn_markers_request::WritableTxnMarkerTopic::default();
+    unknown.name = topic_name("matrix-wtm-missing");
+    unknown.partition_indexes = vec![0];
+    let mut m = write_txn_markers_request::WritableTxnMarker::default();
+    m.producer_id = 4_242.into();
+    m.producer_epoch = 3;
+    m.transaction_result = false;
+    m.coordinator_epoch = 9;
+    m.topics = vec![known, unknown];
+    let mut req = WriteTxnMarkersRequest::default();
+    req.markers.push(m);
+    let resp: WriteTxnMarkersResponse = w.call(ApiKey::WriteTxnMarkers, v, &req);
+    assert_eq!(resp.markers.len(), 1);
+    assert_eq!(resp.markers[0].producer_id.0, 4_242);
+    let got: Vec<(String, Vec<(i32, i16)>)> = resp.markers[0]
+        .topics
+        .iter()
+        .map(|t| (t.name.to_string(), t.partitions.iter().map(|p| (p.partition_index, p.error_code)).collect()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (topic.clone(), vec![(0, NONE), (5, UNKNOWN_TOPIC_OR_PARTITION)]),
+            ("matrix-wtm-missing".to_string(), vec![(0, UNKNOWN_TOPIC_OR_PARTITION)]),
+        ]
+    );
+    let mut fetch = common::wire::fetch_request(&topic, &[(0, 0)], 0, 0);
+    fetch.isolation_level = 1;
+    let fetched: FetchResponse = w.call(ApiKey::Fetch, 12, &fetch);
+    let p = &fetched.responses[0].partitions[0];
+    let records = p.records.as_ref().expect("the marker");
+    // Kafka's v2 batch layout: attributes at 21, producer id at 43.
+    assert_eq!(i64::from_be_bytes(records[0..8].try_into().unwrap()), 0, "base offset");
+    assert_eq!(i16::from_be_bytes([records[21], records[22]]) & 0x30, 0x30, "transactional control batch");
+    assert_eq!(i64::from_be_bytes(records[43..51].try_into().unwrap()), 4_242);
+    assert_eq!((p.high_watermark, p.last_stable_offset), (1, 1));
+    let aborted: Vec<(i64, i64)> =
+        p.aborted_transactions.iter().flatten().map(|a| (a.producer_id.0, a.first_offset)).collect();
+    assert_eq!(aborted, vec![(4_242, 0)]);
 }
 
 // ---------------------------------------------------------------- groups

@@ -58,6 +58,12 @@ pub enum BatchError {
     /// A stored batch's offsets or leader epoch do not continue the log
     /// (these fields are outside the CRC, so the log checks them itself).
     BadOffsets { base_offset: i64, expected: i64, leader_epoch: i32 },
+    /// A producer sent a control batch (only markers written by the broker
+    /// may be control batches).
+    ControlBatch,
+    /// A transactional batch without a producer id and sequence (Kafka
+    /// requires transactional producers to be idempotent).
+    TransactionalWithoutSequence,
 }
 
 impl fmt::Display for BatchError {
@@ -83,6 +89,10 @@ impl fmt::Display for BatchError {
                 f,
                 "batch at offset {base_offset} (leader epoch {leader_epoch}) does not continue the log at {expected}"
             ),
+            Self::ControlBatch => write!(f, "control batches (transaction markers) cannot be produced"),
+            Self::TransactionalWithoutSequence => {
+                write!(f, "a transactional batch needs a producer id and a base sequence")
+            }
         }
     }
 }

@@ -289,6 +289,7 @@ async fn handle_other(
         },
         Request::ListOffsets(req) => respond!(handlers::list_offsets::handle(shard, req, version).await),
         Request::InitProducerId(req) => respond!(handlers::init_producer_id::handle(shard, req).await),
+        Request::WriteTxnMarkers(req) => respond!(handlers::write_txn_markers::handle(shard, req).await),
         Request::FindCoordinator(req) => respond!(groups::find_coordinator(shard, req, version)),
         Request::JoinGroup(req) => {
             let client_id = header.client_id.as_ref().map(|c| c.to_string()).unwrap_or_default();
@@ -325,6 +326,7 @@ enum Request {
     Fetch(FetchRequest),
     ListOffsets(ListOffsetsRequest),
     InitProducerId(InitProducerIdRequest),
+    WriteTxnMarkers(WriteTxnMarkersRequest),
     FindCoordinator(FindCoordinatorRequest),
     JoinGroup(JoinGroupRequest),
     SyncGroup(SyncGroupRequest),
@@ -365,6 +367,7 @@ fn decode_body(key: ApiKey, version: i16, body: &mut Bytes) -> Result<Request, S
         ApiKey::Fetch => decode!(Fetch, FetchRequest),
         ApiKey::ListOffsets => decode!(ListOffsets, ListOffsetsRequest),
         ApiKey::InitProducerId => decode!(InitProducerId, InitProducerIdRequest),
+        ApiKey::WriteTxnMarkers => decode!(WriteTxnMarkers, WriteTxnMarkersRequest),
         ApiKey::FindCoordinator => decode!(FindCoordinator, FindCoordinatorRequest),
         ApiKey::JoinGroup => decode!(JoinGroup, JoinGroupRequest),
         ApiKey::SyncGroup => decode!(SyncGroup, SyncGroupRequest),

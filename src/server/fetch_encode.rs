@@ -17,6 +17,8 @@ pub struct PartitionOut {
     pub high_watermark: i64,
     pub last_stable_offset: i64,
     pub log_start: i64,
+    /// Aborted transactions, (producer id, first offset), for read_committed.
+    pub aborted: Vec<(i64, i64)>,
     pub records: Vec<Chunk>,
 }
 
@@ -60,7 +62,14 @@ pub fn encode(correlation_id: i32, version: i16, answer: &crate::server::handler
             if version >= 5 {
                 cur.put_i64(p.log_start);
             }
-            put_len(&mut cur, 0, flexible); // aborted_transactions: empty
+            put_len(&mut cur, p.aborted.len(), flexible);
+            for &(producer_id, first_offset) in &p.aborted {
+                cur.put_i64(producer_id);
+                cur.put_i64(first_offset);
+                if flexible {
+                    cur.put_u8(0); // aborted transaction tagged fields
+                }
+            }
             if version >= 11 {
                 cur.put_i32(-1); // preferred_read_replica
             }
@@ -138,6 +147,7 @@ mod tests {
                         high_watermark: 42,
                         last_stable_offset: 42,
                         log_start: 3,
+                        aborted: vec![(77, 10), (78, 12)],
                         records: vec![Bytes::from_static(b"first-batch").into(), Bytes::from_static(b"second").into()],
                     },
                     PartitionOut {
@@ -146,6 +156,7 @@ mod tests {
                         high_watermark: 7,
                         last_stable_offset: 7,
                         log_start: 0,
+                        aborted: vec![],
                         records: vec![],
                     },
                 ],
@@ -159,6 +170,7 @@ mod tests {
                     high_watermark: 1 << 40,
                     last_stable_offset: 1 << 40,
                     log_start: 9,
+                    aborted: vec![],
                     records: vec![Bytes::from(vec![7u8; 200]).into(), file_chunk()],
                 }],
             },
@@ -184,7 +196,17 @@ mod tests {
                 pd.high_watermark = p.high_watermark;
                 pd.last_stable_offset = p.last_stable_offset;
                 pd.log_start_offset = p.log_start;
-                pd.aborted_transactions = Some(Vec::new());
+                pd.aborted_transactions = Some(
+                    p.aborted
+                        .iter()
+                        .map(|&(pid, first)| {
+                            let mut a = kafka_protocol::messages::fetch_response::AbortedTransaction::default();
+                            a.producer_id = pid.into();
+                            a.first_offset = first;
+                            a
+                        })
+                        .collect(),
+                );
                 pd.preferred_read_replica = (-1).into();
                 pd.records = Some(concat(&p.records).into());
                 ft.partitions.push(pd);

@@ -29,8 +29,21 @@ pub struct ReadOutcome {
     pub error: ErrorCode,
     pub high_watermark: i64,
     pub log_start: i64,
+    /// The partition's last stable offset (-1 with an error).
+    pub last_stable_offset: i64,
+    /// For read_committed: the aborted transactions overlapping what was
+    /// read, as (producer id, first offset).
+    pub aborted: Vec<(i64, i64)>,
     /// Whole batches, as stored (no copy was made to build them).
     pub chunks: Vec<Chunk>,
+}
+
+impl ReadOutcome {
+    /// An answer without data: an error, or a partition left unread.
+    pub fn empty(error: ErrorCode, high_watermark: i64, log_start: i64) -> Self {
+        let last_stable_offset = if high_watermark < 0 { -1 } else { high_watermark };
+        Self { error, high_watermark, log_start, last_stable_offset, aborted: Vec::new(), chunks: Vec::new() }
+    }
 }
 
 impl ReadOutcome {
@@ -112,6 +125,9 @@ pub struct Produced {
 pub struct Read {
     pub items: Vec<ReadItem>,
     pub max_bytes: usize,
+    /// isolation_level 1: only batches below the last stable offset, and
+    /// the aborted transactions among them.
+    pub read_committed: bool,
 }
 
 /// Answer once any listed (topic, partition, offset) has data at or after
@@ -120,6 +136,9 @@ pub struct Read {
 pub struct WaitForData {
     pub items: Vec<(TopicHandle, i32, i64)>,
     pub wait_ms: u64,
+    /// Data counts only below the last stable offset: a marker that
+    /// advances it wakes the fetch.
+    pub read_committed: bool,
 }
 
 /// ListOffsets for one partition: -2 earliest, -1 latest, -3 max
@@ -129,6 +148,8 @@ pub struct ListOffset {
     pub topic: TopicHandle,
     pub partition: i32,
     pub timestamp: i64,
+    /// isolation_level 1: latest (-1) is the last stable offset.
+    pub read_committed: bool,
 }
 
 /// DeleteRecords for one partition: move its log start up to `offset`

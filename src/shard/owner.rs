@@ -36,6 +36,10 @@ pub fn error_code(e: &StorageError) -> ErrorCode {
     match e {
         StorageError::InvalidBatch { reason: BatchError::BadLength { .. }, .. } => errors::MESSAGE_TOO_LARGE,
         StorageError::InvalidBatch { reason: BatchError::BadRecordCount { .. }, .. } => errors::INVALID_RECORD,
+        StorageError::InvalidBatch {
+            reason: BatchError::ControlBatch | BatchError::TransactionalWithoutSequence,
+            ..
+        } => errors::INVALID_RECORD,
         StorageError::InvalidBatch { .. } => errors::CORRUPT_MESSAGE,
         StorageError::OffsetOutOfRange { .. } => errors::OFFSET_OUT_OF_RANGE,
         StorageError::Sequence { reason, .. } => match reason {
@@ -189,20 +193,23 @@ impl Shard {
     /// once that is taken the rest are answered without data, unread (a
     /// fetch of thousands of partitions would otherwise read megabytes from
     /// each only to drop them). The first item with data may exceed it.
-    pub(super) async fn read_local(&self, items: Vec<ReadItem>, max_bytes: usize) -> Vec<ReadOutcome> {
+    /// `read_committed`: only batches below each partition's last stable
+    /// offset, with the aborted transactions overlapping them.
+    pub(super) async fn read_local(
+        &self,
+        items: Vec<ReadItem>,
+        max_bytes: usize,
+        read_committed: bool,
+    ) -> Vec<ReadOutcome> {
         let mut out = Vec::with_capacity(items.len());
         let mut taken = 0usize;
         for mut item in items {
             let Some(p) = self.partition(&item.topic, item.partition) else {
-                out.push(ReadOutcome {
-                    error: errors::UNKNOWN_TOPIC_OR_PARTITION,
-                    high_watermark: -1,
-                    log_start: -1,
-                    chunks: Vec::new(),
-                });
+                out.push(ReadOutcome::empty(errors::UNKNOWN_TOPIC_OR_PARTITION, -1, -1));
                 continue;
             };
             let (high_watermark, log_start) = (p.log.log_end(), p.log.log_start());
+            let last_stable_offset = p.log.last_stable_offset();
             item.max_bytes = item.max_bytes.min(max_bytes.saturating_sub(taken));
             if item.max_bytes == 0 && taken > 0 {
                 // Unread, but an offset the log does not hold is still said.
@@ -211,17 +218,28 @@ impl Shard {
                 } else {
                     errors::NONE
                 };
-                out.push(ReadOutcome { error, high_watermark, log_start, chunks: Vec::new() });
+                out.push(ReadOutcome { last_stable_offset, ..ReadOutcome::empty(error, high_watermark, log_start) });
                 continue;
             }
+            let upper = if read_committed { last_stable_offset } else { i64::MAX };
             let _permit = self.reads.acquire_permit(1).await.expect("read permits: never closed");
-            let outcome = match p.log.read(item.offset, item.max_bytes).await {
+            let outcome = match p.log.read_below(item.offset, item.max_bytes, upper).await {
                 Ok(slice) => {
                     taken += slice.chunks.iter().map(|c| c.len()).sum::<usize>();
+                    // Kafka answers the aborted list only to read_committed
+                    // readers, who drop those producers' records with it.
+                    let aborted = if read_committed && !slice.chunks.is_empty() {
+                        let found = p.log.aborted_transactions(item.offset, last_stable_offset);
+                        found.into_iter().map(|a| (a.producer_id, a.first_offset)).collect()
+                    } else {
+                        Vec::new()
+                    };
                     ReadOutcome {
                         error: errors::NONE,
                         high_watermark: slice.log_end,
                         log_start: slice.log_start,
+                        last_stable_offset: p.log.last_stable_offset(),
+                        aborted,
                         chunks: slice.chunks,
                     }
                 }
@@ -229,7 +247,7 @@ impl Shard {
                     if !matches!(e, StorageError::OffsetOutOfRange { .. }) {
                         log::warn!("shard {}: read of {} at {}: {e}", self.id, p.log.name(), item.offset);
                     }
-                    ReadOutcome { error: error_code(&e), high_watermark, log_start, chunks: Vec::new() }
+                    ReadOutcome { last_stable_offset, ..ReadOutcome::empty(error_code(&e), high_watermark, log_start) }
                 }
             };
             out.push(outcome);
@@ -237,14 +255,22 @@ impl Shard {
         out
     }
 
-    /// Returns when any listed partition has data at or past its offset, or
-    /// after `wait_ms`. Woken by appends; no polling.
-    pub(super) async fn wait_for_data(&self, items: Vec<(TopicHandle, i32, i64)>, wait_ms: u64) {
+    /// Returns when any listed partition has data at or past its offset
+    /// (below its last stable offset for `read_committed`), or after
+    /// `wait_ms`. Woken by appends and markers; no polling.
+    pub(super) async fn wait_for_data(&self, items: Vec<(TopicHandle, i32, i64)>, wait_ms: u64, read_committed: bool) {
         let (tx, rx) = futures_channel::oneshot::channel::<()>();
         let waiter: Waiter = Rc::new(std::cell::RefCell::new(Some(tx)));
         for (topic, partition, offset) in items {
+            let readable_end = |p: &Partition| {
+                if read_committed {
+                    p.log.last_stable_offset()
+                } else {
+                    p.log.log_end()
+                }
+            };
             match self.partition(&topic, partition) {
-                Some(p) if p.log.log_end() <= offset && offset >= p.log.log_start() => {
+                Some(p) if readable_end(&p) <= offset && offset >= p.log.log_start() => {
                     p.appended.register(waiter.clone())
                 }
                 // Data already there, or an error the fetch should report now.
@@ -263,12 +289,16 @@ impl Shard {
     }
 
     pub(super) async fn list_offset_local(&self, call: ListOffset) -> OffsetFound {
-        let ListOffset { topic, partition, timestamp } = call;
+        let ListOffset { topic, partition, timestamp, read_committed } = call;
         let Some(p) = self.partition(&topic, partition) else {
             return OffsetFound { error: errors::UNKNOWN_TOPIC_OR_PARTITION, offset: -1, timestamp: -1 };
         };
         match timestamp {
             -2 => OffsetFound { error: errors::NONE, offset: p.log.log_start(), timestamp: -1 },
+            // A read_committed consumer starts "latest" at the stable end.
+            -1 if read_committed => {
+                OffsetFound { error: errors::NONE, offset: p.log.last_stable_offset(), timestamp: -1 }
+            }
             -1 => OffsetFound { error: errors::NONE, offset: p.log.log_end(), timestamp: -1 },
             // EARLIEST_LOCAL (-4, v8+, KIP-405): every segment is local, so
             // the local log starts where the log does.

@@ -16,6 +16,12 @@
 //! (`PartitionLog::begin_compaction`, `CompactionPass`: segment snapshots
 //! and a typed swap of sealed segments) and its public accessors.
 //!
+//! Transactions: only what is stable is cleaned. Records at or past the
+//! last stable offset are kept and note no key (an open transaction may
+//! still abort); records of aborted transactions are dropped and never
+//! count as a key's newest value, so an abort cannot shadow the committed
+//! value before it; control batches (markers) are kept whole.
+//!
 //! **The one exception to "storage never parses records":** the cleaner
 //! must read keys. It rewrites uncompressed batches record by record,
 //! keeping each batch's base offset, last offset delta, timestamps and
@@ -31,6 +37,7 @@ use crate::{
         file::SegmentFile,
         index::SegmentIndex,
         log::{CompactionPass, PartitionLog, SegmentSnapshot},
+        producers,
         segment::{self, Segment},
         swap,
         zero_ahead::ZeroAhead,
@@ -60,17 +67,18 @@ impl PartitionLog {
         if sealed.is_empty() {
             return Ok(report);
         }
-        // Pass 1: the newest offset of every key.
+        // Pass 1: the newest offset of every key, among stable records.
+        let txns = Txns::of(self);
         let mut newest: HashMap<Vec<u8>, i64> = HashMap::new();
         let mut contents = Vec::with_capacity(sealed.len());
         for seg in &sealed {
             let bytes = read_whole(self, seg).await?;
-            note_newest(&mut newest, &bytes, i64::MAX);
+            note_newest(&mut newest, &bytes, txns.stable_end, &txns);
             contents.push(bytes);
         }
         let active = pass.active();
-        let durable = self.durable_offset();
-        note_newest(&mut newest, &read_whole(self, &active).await?, durable);
+        let below = self.durable_offset().min(txns.stable_end);
+        note_newest(&mut newest, &read_whole(self, &active).await?, below, &txns);
         // Pass 2: clean each sealed segment in memory.
         let tombstone_horizon = now_ms - self.config().delete_retention_ms;
         let mut cleaned: Vec<Vec<u8>> = Vec::with_capacity(sealed.len());
@@ -79,7 +87,7 @@ impl PartitionLog {
             // requests run if they are waiting (compaction runs in the
             // shard's background queue).
             glommio::yield_if_needed().await;
-            let out = clean_segment(bytes, &newest, tombstone_horizon, &mut report);
+            let out = clean_segment(bytes, &newest, tombstone_horizon, &txns, &mut report);
             report.bytes_before += seg.size;
             report.bytes_after += out.len() as u64;
             cleaned.push(out);
@@ -214,9 +222,44 @@ async fn replace_group(
     Ok(true)
 }
 
-/// Notes, per key, the offset of its newest record in `bytes` below `below`.
-fn note_newest(newest: &mut HashMap<Vec<u8>, i64>, bytes: &[u8], below: i64) {
-    for_each_batch(bytes, |batch, _| {
+/// What compaction needs to know of transactions: where stable records
+/// end (the LSO) and, per producer, the offset ranges of its aborted
+/// transactions.
+struct Txns {
+    stable_end: i64,
+    aborted: HashMap<i64, Vec<(i64, i64)>>,
+}
+
+impl Txns {
+    fn of(log: &PartitionLog) -> Self {
+        let mut aborted: HashMap<i64, Vec<(i64, i64)>> = HashMap::new();
+        for a in log.aborted_index() {
+            aborted.entry(a.producer_id).or_default().push((a.first_offset, a.last_offset));
+        }
+        Self { stable_end: log.last_stable_offset(), aborted }
+    }
+
+    /// Whether a data batch belongs to an aborted transaction.
+    fn aborted(&self, header: &BatchHeader) -> bool {
+        producers::is_transactional_data(header)
+            && self
+                .aborted
+                .get(&header.producer_id)
+                .is_some_and(|ranges| ranges.iter().any(|&(first, last)| (first..=last).contains(&header.base_offset)))
+    }
+}
+
+fn is_control(header: &BatchHeader) -> bool {
+    header.attributes & record_batch::ATTR_CONTROL != 0
+}
+
+/// Notes, per key, the offset of its newest record in `bytes` below
+/// `below`; markers and aborted transactions' records are not values.
+fn note_newest(newest: &mut HashMap<Vec<u8>, i64>, bytes: &[u8], below: i64, txns: &Txns) {
+    for_each_batch(bytes, |batch, header| {
+        if is_control(header) || txns.aborted(header) {
+            return;
+        }
         if let Ok(records) = record_batch::read_records(batch) {
             for r in records.into_iter().filter(|r| r.offset < below) {
                 if let Some(key) = r.key {
@@ -233,10 +276,22 @@ fn clean_segment(
     bytes: &[u8],
     newest: &HashMap<Vec<u8>, i64>,
     tombstone_horizon: i64,
+    txns: &Txns,
     report: &mut CompactionReport,
 ) -> Vec<u8> {
     let mut out: Vec<u8> = Vec::with_capacity(bytes.len());
     for_each_batch(bytes, |batch, header| {
+        if is_control(header) || header.last_offset() >= txns.stable_end {
+            // Markers stay (readers skip them by offset); what is not yet
+            // stable is not cleaned.
+            out.extend_from_slice(batch);
+            return;
+        }
+        if txns.aborted(header) {
+            // Never visible to read_committed readers: dropped whole.
+            report.records_before += header.records_count.max(0) as u64;
+            return;
+        }
         let Ok(records) = record_batch::read_records(batch) else {
             out.extend_from_slice(batch); // compressed: kept whole
             return;

@@ -19,6 +19,7 @@ pub mod producers;
 pub mod recovery;
 pub mod segment;
 pub mod swap;
+pub mod txn_index;
 pub mod zero_ahead;
 
 pub use chunk::{Chunk, FileRange};

@@ -8,15 +8,22 @@
 //! `<offset>.snapshot` when the log writes its checkpoint (segment roll,
 //! clean shutdown) and rebuilt on open from the newest snapshot plus the
 //! batches after it, so a retry after a broker crash is still a duplicate.
+//!
+//! Transactions: each producer's open transaction in this partition is the
+//! first offset of its first transactional batch after its last marker
+//! (`txn_first`); the smallest of them is the last stable offset. A marker
+//! ends it; an abort yields the entry for the aborted-transactions index.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 
-use crate::protocol::record_batch::BatchHeader;
+use crate::protocol::record_batch::{BatchHeader, ATTR_CONTROL, ATTR_TRANSACTIONAL};
 
 /// Batches remembered per producer, as Kafka (and `max.in.flight` ≤ 5).
 pub const BATCHES_KEPT: usize = 5;
 
-const SNAPSHOT_HEADER: &str = "shardlog-producers v1";
+/// v2 adds each producer's open transaction; v1 files are still read.
+const SNAPSHOT_HEADER: &str = "shardlog-producers v2";
+const SNAPSHOT_HEADER_V1: &str = "shardlog-producers v1";
 
 /// `<log offset, 20 digits>.snapshot` beside the segments.
 pub const SNAPSHOT_SUFFIX: &str = "snapshot";
@@ -67,6 +74,21 @@ pub struct BatchRange {
 pub struct ProducerEntry {
     pub epoch: i16,
     pub batches: VecDeque<BatchRange>,
+    /// First offset of this producer's open transaction here, if any.
+    pub txn_first: Option<i64>,
+}
+
+/// A transaction that ended here: what a marker completed. For an abort,
+/// the entry of the aborted-transactions index (`storage::txn_index`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AbortedTxn {
+    pub producer_id: i64,
+    pub first_offset: i64,
+    /// The marker's offset.
+    pub last_offset: i64,
+    /// The last stable offset once this transaction ended: no transaction
+    /// still open then starts below it (lets a reader stop scanning).
+    pub last_stable_offset: i64,
 }
 
 /// What to do with an idempotent batch.
@@ -126,10 +148,18 @@ pub fn is_idempotent(h: &BatchHeader) -> bool {
     h.producer_id >= 0 && h.base_sequence >= 0
 }
 
+/// Whether a batch is transactional data (not a marker).
+pub fn is_transactional_data(h: &BatchHeader) -> bool {
+    h.attributes & ATTR_TRANSACTIONAL != 0 && h.attributes & ATTR_CONTROL == 0 && h.producer_id >= 0
+}
+
 /// The producers of one partition.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ProducerStates {
     producers: HashMap<i64, ProducerEntry>,
+    /// (first offset, producer id) of every open transaction: derived from
+    /// `producers`, kept so the last stable offset is one lookup.
+    open: BTreeSet<(i64, i64)>,
 }
 
 impl ProducerStates {
@@ -182,9 +212,72 @@ impl ProducerStates {
         }
     }
 
+    /// The first offset of the oldest open transaction, if any: the last
+    /// stable offset, or the log end when this is `None`.
+    pub fn first_open_offset(&self) -> Option<i64> {
+        self.open.first().map(|&(offset, _)| offset)
+    }
+
+    /// Open transactions, as (first offset, producer id), oldest first.
+    pub fn open_transactions(&self) -> impl Iterator<Item = (i64, i64)> + '_ {
+        self.open.iter().copied()
+    }
+
+    /// Checks a marker's epoch: one older than the producer's current epoch
+    /// here comes from a fenced coordinator round (INVALID_PRODUCER_EPOCH).
+    pub fn check_marker(&self, producer_id: i64, epoch: i16) -> Result<(), SequenceError> {
+        match self.producers.get(&producer_id) {
+            Some(e) if epoch < e.epoch => Err(SequenceError::StaleEpoch { producer_id, current: e.epoch, got: epoch }),
+            _ => Ok(()),
+        }
+    }
+
+    /// A transactional data batch written at `base_offset`: opens the
+    /// producer's transaction here unless one is open.
+    fn open_txn(&mut self, producer_id: i64, base_offset: i64) {
+        let e = self.producers.entry(producer_id).or_default();
+        if e.txn_first.is_none() {
+            e.txn_first = Some(base_offset);
+            self.open.insert((base_offset, producer_id));
+        }
+    }
+
+    /// A marker written at `offset` ends the producer's open transaction
+    /// here. A marker without an open transaction is still a completed
+    /// (empty) transaction, as in Kafka. Returns the aborted-index entry
+    /// for an abort. A newer epoch is taken on, and starts its sequences
+    /// again.
+    pub fn end_txn(&mut self, producer_id: i64, epoch: i16, commit: bool, offset: i64) -> Option<AbortedTxn> {
+        let e = self.producers.entry(producer_id).or_default();
+        if epoch > e.epoch {
+            e.epoch = epoch;
+            e.batches.clear();
+        }
+        let first = e.txn_first.take();
+        if let Some(first) = first {
+            self.open.remove(&(first, producer_id));
+        }
+        if commit {
+            return None;
+        }
+        Some(AbortedTxn {
+            producer_id,
+            first_offset: first.unwrap_or(offset),
+            last_offset: offset,
+            last_stable_offset: self.first_open_offset().unwrap_or(offset + 1),
+        })
+    }
+
     /// Remembers a batch accepted for appending; `base_offset` -1 while its
-    /// offsets are not yet assigned.
+    /// offsets are not yet assigned. A written transactional batch opens
+    /// its producer's transaction.
     pub fn record(&mut self, h: &BatchHeader, base_offset: i64) {
+        if base_offset >= 0 && is_transactional_data(h) {
+            self.open_txn(h.producer_id, base_offset);
+        }
+        if !is_idempotent(h) {
+            return;
+        }
         let e = self.producers.entry(h.producer_id).or_default();
         if h.producer_epoch > e.epoch {
             e.epoch = h.producer_epoch;
@@ -214,14 +307,15 @@ impl ProducerStates {
     }
 
     /// Text snapshot: a header line with the log offset it covers, then one
-    /// line per producer: `id epoch first:last:base:lastoff …`.
+    /// line per producer: `id epoch txn_first first:last:base:lastoff …`
+    /// (`txn_first` -1: no open transaction; v1 lines lack it).
     pub fn encode(&self, offset: i64) -> Vec<u8> {
         let mut out = format!("{SNAPSHOT_HEADER} {offset}\n");
         let mut ids: Vec<&i64> = self.producers.keys().collect();
         ids.sort();
         for id in ids {
             let e = &self.producers[id];
-            out.push_str(&format!("{id} {}", e.epoch));
+            out.push_str(&format!("{id} {} {}", e.epoch, e.txn_first.unwrap_or(-1)));
             for b in e.batches.iter().filter(|b| b.base_offset >= 0) {
                 out.push_str(&format!(" {}:{}:{}:{}", b.first_seq, b.last_seq, b.base_offset, b.last_offset));
             }
@@ -234,13 +328,22 @@ impl ProducerStates {
     pub fn decode(bytes: &[u8]) -> Option<(i64, Self)> {
         let text = std::str::from_utf8(bytes).ok()?;
         let mut lines = text.lines();
-        let offset = lines.next()?.strip_prefix(SNAPSHOT_HEADER)?.trim().parse().ok()?;
+        let first = lines.next()?;
+        let (v2, rest) = match first.strip_prefix(SNAPSHOT_HEADER) {
+            Some(rest) => (true, rest),
+            None => (false, first.strip_prefix(SNAPSHOT_HEADER_V1)?),
+        };
+        let offset = rest.trim().parse().ok()?;
         let mut states = Self::default();
         for line in lines {
             let mut fields = line.split(' ');
             let id: i64 = fields.next()?.parse().ok()?;
             let epoch: i16 = fields.next()?.parse().ok()?;
-            let mut e = ProducerEntry { epoch, batches: VecDeque::new() };
+            let txn_first = if v2 { Some(fields.next()?.parse::<i64>().ok()?).filter(|&o| o >= 0) } else { None };
+            if let Some(first) = txn_first {
+                states.open.insert((first, id));
+            }
+            let mut e = ProducerEntry { epoch, batches: VecDeque::new(), txn_first };
             for f in fields {
                 let v: Vec<i64> = f.split(':').map(str::parse).collect::<Result<_, _>>().ok()?;
                 if v.len() != 4 {
@@ -319,5 +422,68 @@ mod tests {
         let bytes = s.encode(24);
         assert_eq!(ProducerStates::decode(&bytes), Some((24, s)));
         assert_eq!(ProducerStates::decode(b"garbage"), None);
+    }
+
+    fn txn_header(pid: i64, epoch: i16, seq: i32, records: i32, base_offset: i64) -> BatchHeader {
+        BatchHeader { attributes: ATTR_TRANSACTIONAL, base_offset, ..header(pid, epoch, seq, records) }
+    }
+
+    #[test]
+    fn two_interleaved_transactions_hold_the_stable_offset() {
+        let mut s = ProducerStates::default();
+        assert_eq!(s.first_open_offset(), None);
+        s.record(&txn_header(1, 0, 0, 2, 10), 10); // producer 1 opens at 10
+        s.record(&txn_header(2, 0, 0, 1, 12), 12); // producer 2 opens at 12
+        s.record(&txn_header(1, 0, 2, 1, 13), 13); // still producer 1's first at 10
+        assert_eq!(s.first_open_offset(), Some(10));
+        assert_eq!(s.get(1).and_then(|e| e.txn_first), Some(10));
+        // Producer 1 commits at 14: producer 2's transaction now holds the LSO.
+        assert_eq!(s.end_txn(1, 0, true, 14), None);
+        assert_eq!(s.first_open_offset(), Some(12));
+        // A new transaction of producer 1 opens behind it.
+        s.record(&txn_header(1, 0, 3, 1, 15), 15);
+        assert_eq!(s.first_open_offset(), Some(12));
+        // Producer 2 aborts at 16: the entry's LSO is producer 1's open one.
+        let aborted = s.end_txn(2, 0, false, 16);
+        assert_eq!(
+            aborted,
+            Some(AbortedTxn { producer_id: 2, first_offset: 12, last_offset: 16, last_stable_offset: 15 })
+        );
+        assert_eq!(s.first_open_offset(), Some(15));
+        let aborted = s.end_txn(1, 0, false, 17);
+        assert_eq!(
+            aborted,
+            Some(AbortedTxn { producer_id: 1, first_offset: 15, last_offset: 17, last_stable_offset: 18 }),
+            "none open: the LSO is past the marker"
+        );
+        assert_eq!(s.first_open_offset(), None);
+        // A marker without a transaction is a completed empty one.
+        let empty = s.end_txn(9, 0, false, 18);
+        assert_eq!(empty.map(|a| (a.first_offset, a.last_offset)), Some((18, 18)));
+        // Markers from an older epoch are refused; a newer one restarts sequences.
+        assert_eq!(s.end_txn(1, 3, true, 19), None);
+        assert_eq!(s.check_marker(1, 2), Err(SequenceError::StaleEpoch { producer_id: 1, current: 3, got: 2 }));
+        assert_eq!(s.check(&txn_header(1, 3, 0, 1, 20)), Ok(Sequenced::Append));
+    }
+
+    #[test]
+    fn snapshot_v2_keeps_open_transactions_and_v1_still_reads() {
+        let mut s = ProducerStates::default();
+        s.record(&txn_header(5, 1, 0, 3, 40), 40);
+        s.record(&header(6, 0, 0, 2), 43);
+        let bytes = s.encode(45);
+        let text = String::from_utf8(bytes.clone()).unwrap();
+        assert_eq!(text, "shardlog-producers v2 45\n5 1 40 0:2:40:42\n6 0 -1 0:1:43:44\n");
+        let (offset, back) = ProducerStates::decode(&bytes).expect("v2 decodes");
+        assert_eq!((offset, back.first_open_offset()), (45, Some(40)));
+        assert_eq!(back, s);
+        // A v1 file, as an older broker wrote it: no open transactions.
+        let v1 = b"shardlog-producers v1 30\n7 2 0:4:20:24 5:5:25:25\n";
+        let (offset, old) = ProducerStates::decode(v1).expect("v1 decodes");
+        assert_eq!(offset, 30);
+        assert_eq!(old.first_open_offset(), None);
+        let e = old.get(7).expect("producer 7");
+        assert_eq!((e.epoch, e.batches.len(), e.txn_first), (2, 2, None));
+        assert_eq!(old.check(&header(7, 2, 6, 1)), Ok(Sequenced::Append));
     }
 }

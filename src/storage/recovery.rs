@@ -23,7 +23,7 @@ use crate::{
         file::{self, Faults, SegmentFile},
         index::SegmentIndex,
         segment::{self, scan, ScanRules, Segment},
-        swap,
+        swap, txn_index,
         zero_ahead::ZeroAhead,
     },
 };
@@ -270,7 +270,8 @@ async fn tail_is_zero(file: &SegmentFile, mut from: u64, to: u64) -> io::Result<
 fn remove_segment_files(dir: &Path, base: i64, name: &PartitionName) -> Result<Cut, StorageError> {
     let path = segment::segment_path(dir, base, segment::LOG_SUFFIX);
     let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-    for suffix in [segment::LOG_SUFFIX, segment::INDEX_SUFFIX, segment::TIME_INDEX_SUFFIX] {
+    for suffix in [segment::LOG_SUFFIX, segment::INDEX_SUFFIX, segment::TIME_INDEX_SUFFIX, txn_index::TXN_INDEX_SUFFIX]
+    {
         let p = segment::segment_path(dir, base, suffix);
         match std::fs::remove_file(&p) {
             Ok(()) => {}

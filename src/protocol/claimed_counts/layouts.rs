@@ -98,6 +98,7 @@ pub(super) fn message(key: ApiKey) -> Option<Message> {
         ApiKey::Fetch => (12, &FETCH_REQUEST),
         ApiKey::ListOffsets => (6, &LIST_OFFSETS_REQUEST),
         ApiKey::InitProducerId => (2, &INIT_PRODUCER_ID_REQUEST),
+        ApiKey::WriteTxnMarkers => (1, &WRITE_TXN_MARKERS_REQUEST),
         ApiKey::FindCoordinator => (3, &FIND_COORDINATOR_REQUEST),
         ApiKey::JoinGroup => (6, &JOIN_GROUP_REQUEST),
         ApiKey::SyncGroup => (4, &SYNC_GROUP_REQUEST),
@@ -310,6 +311,18 @@ const INIT_PRODUCER_ID_REQUEST: Struct = s(&[
     f("producer_id", 3, MAX, I64),
     f("producer_epoch", 3, MAX, I16),
 ]);
+
+// WriteTxnMarkersRequest
+const WRITE_TXN_MARKERS_REQUEST: Struct = s(&[f("markers", 0, MAX, arr(&WRITABLE_TXN_MARKER))]);
+const WRITABLE_TXN_MARKER: Struct = s(&[
+    f("producer_id", 0, MAX, I64),
+    f("producer_epoch", 0, MAX, I16),
+    f("transaction_result", 0, MAX, BOOL),
+    f("topics", 0, MAX, arr(&WRITABLE_TXN_MARKER_TOPIC)),
+    f("coordinator_epoch", 0, MAX, I32),
+]);
+const WRITABLE_TXN_MARKER_TOPIC: Struct =
+    s(&[f("name", 0, MAX, STR), f("partition_indexes", 0, MAX, Kind::Array(Elem::Fixed(4)))]);
 
 // FindCoordinatorRequest
 const FIND_COORDINATOR_REQUEST: Struct =

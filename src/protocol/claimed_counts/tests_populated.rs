@@ -12,7 +12,7 @@ use kafka_protocol::{
         describe_configs_request::*, describe_log_dirs_request::*, fetch_request::*, join_group_request::*,
         leave_group_request::*, list_offsets_request::*, metadata_request::*, offset_commit_request::*,
         offset_delete_request::*, offset_fetch_request::*, offset_for_leader_epoch_request::*, produce_request::*,
-        sync_group_request::*, *,
+        sync_group_request::*, write_txn_markers_request::*, *,
     },
     protocol::StrBytes,
 };
@@ -291,6 +291,17 @@ pub fn offset_for_leader_epoch(_v: i16) -> OffsetForLeaderEpochRequest {
 pub fn describe_log_dirs(_v: i16) -> DescribeLogDirsRequest {
     let t = |n: &str| DescribableLogDirTopic::default().with_topic(topic(n)).with_partitions(vec![0, 1]);
     DescribeLogDirsRequest::default().with_topics(Some(two(t, "dirs-a", "dirs-b")))
+}
+
+pub fn write_txn_markers(_v: i16) -> WriteTxnMarkersRequest {
+    let t = |n: &str| WritableTxnMarkerTopic::default().with_name(topic(n)).with_partition_indexes(vec![0, 1]);
+    let m = |pid: i64| {
+        WritableTxnMarker::default()
+            .with_producer_id(ProducerId(pid))
+            .with_producer_epoch(1)
+            .with_topics(two(t, "marker-a", "marker-b"))
+    };
+    WriteTxnMarkersRequest::default().with_markers(vec![m(1), m(2)])
 }
 
 pub fn describe_groups(_v: i16) -> DescribeGroupsRequest {

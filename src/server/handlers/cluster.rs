@@ -64,7 +64,12 @@ pub async fn offset_for_leader_epoch(
                 // No epoch at or below the one asked for: Kafka's UNDEFINED answer.
                 Some(_) if p.leader_epoch < LEADER_EPOCH => (errors::NONE, -1, -1),
                 Some((topic, owner)) => {
-                    let call = ListOffset { topic: topic.clone(), partition: p.partition, timestamp: -1 };
+                    let call = ListOffset {
+                        topic: topic.clone(),
+                        partition: p.partition,
+                        timestamp: -1,
+                        read_committed: false,
+                    };
                     match shard.ask(owner, call).await {
                         Ok(OffsetFound { error, offset, .. }) => (error, LEADER_EPOCH, offset),
                         Err(_) => (errors::KAFKA_STORAGE_ERROR, -1, -1),

@@ -9,6 +9,11 @@
 //! changes what a broker without tiered storage or replicas answers: v15's
 //! replica state and v17's directory id are a follower's, v16's node
 //! endpoints are for leader moves.
+//!
+//! isolation_level 1 (read_committed) returns only batches below each
+//! partition's last stable offset, with the aborted transactions among
+//! them (`aborted_transactions`), and waits for the LSO, not the log end, to
+//! move; both levels are told `last_stable_offset`.
 
 use std::{
     collections::BTreeMap,
@@ -72,6 +77,7 @@ pub async fn handle(shard: &Rc<Shard>, request: FetchRequest, version: i16) -> F
     let wait = Duration::from_millis((request.max_wait_ms.max(0) as u64).min(MAX_WAIT_MS_MAX));
     let deadline = Instant::now() + wait;
     let min_bytes = request.min_bytes.max(0) as usize;
+    let read_committed = request.isolation_level == 1;
     let max_bytes = if request.max_bytes <= 0 { usize::MAX } else { request.max_bytes as usize };
     let max_bytes = max_bytes.min(limits::FETCH_RESPONSE_BYTES_MAX);
     let (items, named) = requested(shard, &request, version, max_bytes);
@@ -81,7 +87,7 @@ pub async fn handle(shard: &Rc<Shard>, request: FetchRequest, version: i16) -> F
     };
     let Plan { items, named, session_id, only_changed, rotated } = plan;
     loop {
-        let mut outcomes = read_round(shard, &items, max_bytes).await;
+        let mut outcomes = read_round(shard, &items, max_bytes, read_committed).await;
         for (o, n) in outcomes.iter_mut().zip(&named) {
             if n.unknown_id {
                 o.error = errors::UNKNOWN_TOPIC_ID;
@@ -109,7 +115,7 @@ pub async fn handle(shard: &Rc<Shard>, request: FetchRequest, version: i16) -> F
             let topics = respond(&items, &named, outcomes, &keep, rotated);
             return FetchAnswer { error: errors::NONE, session_id, topics };
         }
-        wait_for_any(shard, &items, deadline - now).await;
+        wait_for_any(shard, &items, deadline - now, read_committed).await;
     }
 }
 
@@ -253,21 +259,14 @@ fn forgotten(shard: &Rc<Shard>, request: &FetchRequest, version: i16) -> Vec<Ses
 /// result to the request's `max_bytes`: a partition that would overflow it
 /// is answered empty, except the first with data (each read is already
 /// capped at `max_bytes`, so only its first batch can exceed it).
-async fn read_round(shard: &Rc<Shard>, items: &[ReadItem], max_bytes: usize) -> Vec<ReadOutcome> {
+async fn read_round(shard: &Rc<Shard>, items: &[ReadItem], max_bytes: usize, read_committed: bool) -> Vec<ReadOutcome> {
     let table = shard.topics();
     let mut by_owner: BTreeMap<ShardId, Vec<usize>> = BTreeMap::new();
     let mut outcomes = vec![ReadOutcome::default(); items.len()];
     for (i, item) in items.iter().enumerate() {
         match router::owner(&table, &item.topic, item.partition, shard.count) {
             Some(owner) => by_owner.entry(owner).or_default().push(i),
-            None => {
-                outcomes[i] = ReadOutcome {
-                    error: errors::UNKNOWN_TOPIC_OR_PARTITION,
-                    high_watermark: -1,
-                    log_start: -1,
-                    chunks: Vec::new(),
-                }
-            }
+            None => outcomes[i] = ReadOutcome::empty(errors::UNKNOWN_TOPIC_OR_PARTITION, -1, -1),
         }
     }
     let mut tasks = Vec::new();
@@ -276,7 +275,9 @@ async fn read_round(shard: &Rc<Shard>, items: &[ReadItem], max_bytes: usize) -> 
         let shard = shard.clone();
         tasks.push((
             indices,
-            glommio::spawn_local(async move { shard.ask(owner, Read { items: subset, max_bytes }).await }),
+            glommio::spawn_local(
+                async move { shard.ask(owner, Read { items: subset, max_bytes, read_committed }).await },
+            ),
         ));
     }
     for (indices, task) in tasks {
@@ -288,12 +289,7 @@ async fn read_round(shard: &Rc<Shard>, items: &[ReadItem], max_bytes: usize) -> 
             }
             Err(_) => {
                 for i in indices {
-                    outcomes[i] = ReadOutcome {
-                        error: errors::KAFKA_STORAGE_ERROR,
-                        high_watermark: -1,
-                        log_start: -1,
-                        chunks: Vec::new(),
-                    };
+                    outcomes[i] = ReadOutcome::empty(errors::KAFKA_STORAGE_ERROR, -1, -1);
                 }
             }
         }
@@ -311,7 +307,7 @@ async fn read_round(shard: &Rc<Shard>, items: &[ReadItem], max_bytes: usize) -> 
 }
 
 /// Waits until an append reaches any requested partition, or `wait`.
-async fn wait_for_any(shard: &Rc<Shard>, items: &[ReadItem], wait: Duration) {
+async fn wait_for_any(shard: &Rc<Shard>, items: &[ReadItem], wait: Duration, read_committed: bool) {
     let table = shard.topics();
     let mut by_owner: BTreeMap<ShardId, Vec<(TopicHandle, i32, i64)>> = BTreeMap::new();
     for item in items {
@@ -325,7 +321,7 @@ async fn wait_for_any(shard: &Rc<Shard>, items: &[ReadItem], wait: Duration) {
         let (shard, tx) = (shard.clone(), tx.clone());
         glommio::spawn_local(async move {
             // Shutdown (the owner gone) ends the wait as data would.
-            let _ = shard.ask(owner, WaitForData { items: subset, wait_ms }).await;
+            let _ = shard.ask(owner, WaitForData { items: subset, wait_ms, read_committed }).await;
             let _ = tx.unbounded_send(());
         })
         .detach();
@@ -361,9 +357,9 @@ fn respond(
             partition: item.partition,
             error: o.error,
             high_watermark: o.high_watermark,
-            // No transactions yet: everything below the high watermark is stable.
-            last_stable_offset: o.high_watermark,
+            last_stable_offset: o.last_stable_offset,
             log_start: o.log_start,
+            aborted: o.aborted,
             records: o.chunks,
         };
         match topics.last_mut().filter(|t| t.name == item.topic && t.id == n.id) {

@@ -2,7 +2,8 @@
 //! largest timestamp (-3, v7+), earliest local (-4, v8+), latest tiered (-5,
 //! v9+), or the first offset at or after a timestamp, found through the time
 //! index. The partition's leader epoch is answered from v4, the version that
-//! has the field.
+//! has the field. With isolation_level 1 (read_committed, v2+) latest is the
+//! last stable offset.
 
 use std::rc::Rc;
 
@@ -20,6 +21,7 @@ use crate::shard::{
 pub async fn handle(shard: &Rc<Shard>, request: ListOffsetsRequest, version: i16) -> ListOffsetsResponse {
     let table = shard.topics();
     let mut response = ListOffsetsResponse::default();
+    let read_committed = request.isolation_level == 1;
     for topic in request.topics {
         // The table's handle: a reference count per partition, not a copy
         // of the name. A topic without one has no owner to ask.
@@ -42,7 +44,8 @@ pub async fn handle(shard: &Rc<Shard>, request: ListOffsetsRequest, version: i16
                     r.timestamp = -1;
                     return r;
                 };
-                let call = ListOffset { topic: name, partition: p.partition_index, timestamp: p.timestamp };
+                let call =
+                    ListOffset { topic: name, partition: p.partition_index, timestamp: p.timestamp, read_committed };
                 let Ok(OffsetFound { error, offset, timestamp }) = shard.ask(owner, call).await else {
                     r.error_code = errors::KAFKA_STORAGE_ERROR;
                     r.offset = -1;

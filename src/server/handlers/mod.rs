@@ -14,6 +14,7 @@ pub mod init_producer_id;
 pub mod list_offsets;
 pub mod metadata;
 pub mod produce;
+pub mod write_txn_markers;
 
 use kafka_protocol::messages::ApiKey;
 
@@ -52,6 +53,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
     (ApiKey::DescribeLogDirs, 1, 4),
+    (ApiKey::WriteTxnMarkers, 1, 1),
 ];
 
 pub fn supported(key: ApiKey, version: i16) -> bool {

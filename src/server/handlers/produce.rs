@@ -3,6 +3,9 @@
 //! broker that leads every partition never sends). Each partition's batch goes to its owner shard;
 //! partitions on different shards are appended concurrently. acks=0 gets no
 //! response, acks=1 an answer once written, acks=-1 once fdatasync'd.
+//! Transactional producers (a transactional id, batches with the
+//! transactional attribute) are served the same way; their batches open a
+//! transaction in the partition (`storage::producers`).
 
 use std::{rc::Rc, time::Instant};
 
@@ -63,9 +66,9 @@ impl Critical {
 
 async fn respond(shard: &Rc<Shard>, request: ProduceRequest, critical: &mut Critical) -> Option<ProduceResponse> {
     let acks = request.acks;
-    if request.transactional_id.is_some() {
-        return Some(reject_all(&request, errors::INVALID_REQUEST, "transactions are not supported yet"));
-    }
+    // A transactional id needs nothing here: its batches carry the
+    // transactional attribute and are checked by the log like any
+    // idempotent batch (ACLs, issue 17, will check the id).
     if !matches!(acks, -1..=1) {
         return Some(reject_all(&request, errors::INVALID_REQUIRED_ACKS, "acks must be 0, 1 or -1"));
     }

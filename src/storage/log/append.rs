@@ -66,6 +66,20 @@ impl PartitionLog {
     ) -> Result<AppendInfo, StorageError> {
         let header = record_batch::check_produced_batch(&batch, self.config.max_batch_bytes)
             .map_err(|reason| StorageError::InvalidBatch { partition: self.name.clone(), reason })?;
+        if header.attributes & record_batch::ATTR_CONTROL != 0 {
+            // Markers come from the transaction coordinator, never a producer.
+            return Err(StorageError::InvalidBatch {
+                partition: self.name.clone(),
+                reason: record_batch::BatchError::ControlBatch,
+            });
+        }
+        if header.attributes & record_batch::ATTR_TRANSACTIONAL != 0 && !producers::is_idempotent(&header) {
+            // Its transaction could never be matched with a marker.
+            return Err(StorageError::InvalidBatch {
+                partition: self.name.clone(),
+                reason: record_batch::BatchError::TransactionalWithoutSequence,
+            });
+        }
         if producers::is_idempotent(&header) {
             let verdict = self.state.borrow().producers.check(&header);
             match verdict {
@@ -93,7 +107,11 @@ impl PartitionLog {
     /// Appends a transaction marker (a control batch) and returns once it is
     /// durable: the coordinator counts a transaction finished in a partition
     /// only when its marker cannot be lost.
+    /// A marker from an epoch older than the producer's here is refused
+    /// (StaleEpoch: INVALID_PRODUCER_EPOCH); it comes from a fenced round.
     pub async fn append_marker(&self, marker: TxnMarker, timestamp: i64) -> Result<AppendInfo, StorageError> {
+        let checked = self.state.borrow().producers.check_marker(marker.producer_id, marker.producer_epoch);
+        checked.map_err(|reason| StorageError::Sequence { partition: self.name.clone(), reason })?;
         let batch = BytesMut::from(&record_batch::encode_control_batch(&marker, timestamp)[..]);
         let header = record_batch::BatchHeader::parse(&batch, usize::MAX).expect("an encoded control batch parses");
         self.write_queued(batch, header, Durability::Synced, &mut AppendTimings::default()).await
@@ -253,10 +271,8 @@ impl PartitionLog {
         bump(&self.stats.appends, 1);
         bump(&self.stats.records_appended, (header.last_offset() - header.base_offset + 1) as u64);
         bump(&self.stats.bytes_appended, batch.len() as u64);
+        PartitionLog::apply_batch(&mut st, &header, &batch);
         st.cache.push(CachedBatch { base_offset: header.base_offset, last_offset: header.last_offset(), bytes: batch });
-        if producers::is_idempotent(&header) {
-            st.producers.record(&header, header.base_offset);
-        }
         AppendInfo {
             base_offset: header.base_offset,
             last_offset: header.last_offset(),

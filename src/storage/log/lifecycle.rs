@@ -22,6 +22,7 @@ use crate::{
         producers::{self, ProducerStates},
         recovery::{self, Checkpoint, RecoveryReport},
         segment::Segment,
+        txn_index::AbortedIndex,
     },
 };
 
@@ -51,6 +52,7 @@ impl PartitionLog {
             failed: false,
             pending: Vec::new(),
             producers: ProducerStates::default(),
+            aborted: AbortedIndex::default(),
         };
         let log = Self {
             name,
@@ -83,12 +85,20 @@ impl PartitionLog {
         Ok((log, report))
     }
 
-    /// Rebuilds the producer states on open: the newest snapshot, then the
-    /// headers of every batch after it. A part that cannot be read is
-    /// logged and skipped (its producers then start over, as after expiry).
+    /// Rebuilds the producer and transaction states on open: the newest
+    /// snapshot and the `.txnindex` files, then the headers of every batch
+    /// after the snapshot (and the records of its markers), which reopens
+    /// the transactions still open and adds the aborts the files lack. A
+    /// part that cannot be read is logged and skipped (its producers then
+    /// start over, as after expiry).
     async fn rebuild_producers(&self) {
-        let (from, mut states) = producers::load_newest_snapshot(&self.dir, self.log_end())
+        let (from, states) = producers::load_newest_snapshot(&self.dir, self.log_end())
             .map_or((self.log_start(), ProducerStates::default()), |(o, s)| (o.max(self.log_start()), s));
+        {
+            let mut st = self.state.borrow_mut();
+            st.producers = states;
+            st.aborted = AbortedIndex::load(&self.dir, st.log_start, st.next_offset, &self.name.to_string());
+        }
         let mut offset = from;
         while offset < self.log_end() {
             let slice = match self.read(offset, 1 << 20).await {
@@ -103,9 +113,8 @@ impl PartitionLog {
                 let Ok(bytes) = chunk.load().await else { break };
                 let mut at = 0;
                 while let Ok(h) = BatchHeader::parse(&bytes[at..], usize::MAX) {
-                    if producers::is_idempotent(&h) {
-                        states.record(&h, h.base_offset);
-                    }
+                    let end = (at + h.total_bytes()).min(bytes.len());
+                    PartitionLog::apply_batch(&mut self.state.borrow_mut(), &h, &bytes[at..end]);
                     offset = h.last_offset() + 1;
                     at += h.total_bytes();
                     if at >= bytes.len() {
@@ -117,7 +126,6 @@ impl PartitionLog {
                 break;
             }
         }
-        self.state.borrow_mut().producers = states;
     }
 
     /// Flushes, seals the active segment and records a checkpoint so the next

@@ -38,6 +38,8 @@ mod read;
 mod retention;
 mod seal;
 mod state;
+#[cfg(test)]
+mod txn_tests;
 
 pub use append::{AppendTimings, Durability};
 pub(crate) use cleaning::{CompactionPass, SegmentSnapshot};

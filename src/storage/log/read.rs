@@ -56,6 +56,14 @@ impl PartitionLog {
     /// to `max_bytes` (the first batch is returned even when larger). Returns
     /// an empty slice at the log end.
     pub async fn read(&self, offset: i64, max_bytes: usize) -> Result<ReadSlice, StorageError> {
+        self.read_below(offset, max_bytes, i64::MAX).await
+    }
+
+    /// [`Self::read`], returning only batches that start below `upper`
+    /// (a read_committed fetch passes the last stable offset, which is
+    /// always a batch boundary, so the batches returned are whole and end
+    /// below it). Empty when `offset` is at or past `upper`.
+    pub async fn read_below(&self, offset: i64, max_bytes: usize, upper: i64) -> Result<ReadSlice, StorageError> {
         let mut from = offset;
         let mut relocations = 0;
         loop {
@@ -70,11 +78,13 @@ impl PartitionLog {
                         log_end,
                     });
                 }
-                if from == log_end {
+                if from == log_end || from >= upper {
                     return Ok(ReadSlice { chunks: Vec::new(), log_start, log_end });
                 }
-                if let Some(chunks) = st.cache.read(from, max_bytes) {
+                if let Some(mut chunks) = st.cache.read(from, max_bytes) {
                     bump(&self.stats.cache_reads, 1);
+                    // Each cached buffer is one batch, as appended.
+                    chunks.retain(|b| BatchHeader::parse(b, usize::MAX).is_ok_and(|h| h.base_offset < upper));
                     let next = chunks.last().and_then(|b| last_offset_in(b)).map_or(from, |l| l + 1);
                     let chunks: Vec<Chunk> = chunks.into_iter().map(Chunk::Memory).collect();
                     self.count_read(&chunks, offset, next);
@@ -86,9 +96,9 @@ impl PartitionLog {
             let (file, start, seg_end, seg_next) = target;
             let sealed = seg_next < log_end;
             let found = if sealed {
-                locate_sealed(&file, start, seg_end, from, max_bytes).await
+                locate_sealed(&file, start, seg_end, from, max_bytes, upper).await
             } else {
-                read_segment(&file, start, seg_end, from, max_bytes, self.config.index_interval_bytes)
+                read_segment(&file, start, seg_end, from, max_bytes, upper, self.config.index_interval_bytes)
                     .await
                     .map(|found| found.map(|b| (last_offset_in(&b).map_or(from, |l| l + 1), Chunk::Memory(b))))
             };
@@ -103,7 +113,8 @@ impl PartitionLog {
             }
             match found.map_err(|e| e.into_storage(&self.name, file.path()))? {
                 Some((next, chunk)) => {
-                    let chunks = vec![chunk];
+                    // Empty when the first batch starts at or past `upper`.
+                    let chunks: Vec<Chunk> = Some(chunk).filter(|c| !c.is_empty()).into_iter().collect();
                     self.count_read(&chunks, offset, next);
                     return Ok(ReadSlice { chunks, log_start, log_end });
                 }
@@ -225,12 +236,13 @@ async fn locate_sealed(
     seg_end: u64,
     offset: i64,
     max_bytes: usize,
+    upper: i64,
 ) -> Result<Option<(i64, Chunk)>, ReadError> {
     let buffered = file.buffered().await.map_err(ReadError::Io)?;
     let path = Arc::new(file.path().to_path_buf());
     let walker = buffered.clone();
-    let found =
-        glommio::executor().spawn_blocking(move || walk_headers(&walker, start, seg_end, offset, max_bytes)).await?;
+    let bounds = Bounds { offset, max_bytes, upper };
+    let found = glommio::executor().spawn_blocking(move || walk_headers(&walker, start, seg_end, bounds)).await?;
     Ok(found.map(|(pos, len, last)| (last + 1, Chunk::File(FileRange { file: buffered, path, pos, len }))))
 }
 
@@ -253,16 +265,25 @@ fn last_offset_in(bytes: &[u8]) -> Option<i64> {
 /// several small batches per read, and little wasted on large ones.
 const HEADER_WALK_WINDOW: usize = 16 << 10;
 
+/// What a segment read takes: batches from the one holding `offset`, up to
+/// `max_bytes` (the first always), starting below `upper`.
+#[derive(Clone, Copy)]
+struct Bounds {
+    offset: i64,
+    max_bytes: usize,
+    upper: i64,
+}
+
 /// Blocking header walk for [`locate_sealed`]: `(position, length, last
-/// offset)`.
+/// offset)`; length 0 when the first batch starts at or past `upper`.
 fn walk_headers(
     file: &std::fs::File,
     start: u64,
     seg_end: u64,
-    offset: i64,
-    max_bytes: usize,
+    bounds: Bounds,
 ) -> Result<Option<(u64, usize, i64)>, ReadError> {
     use std::os::unix::fs::FileExt;
+    let Bounds { offset, max_bytes, upper } = bounds;
     let mut window = vec![0u8; HEADER_WALK_WINDOW];
     let mut pos = start;
     let mut first: Option<u64> = None;
@@ -293,13 +314,14 @@ fn walk_headers(
             }
             match first {
                 None if header.last_offset() < offset => {}
+                None if header.base_offset >= upper => return Ok(Some((pos + at as u64, 0, offset - 1))),
                 None => {
                     first = Some(pos + at as u64);
                     taken = total;
                     last = header.last_offset();
                 }
                 Some(begin) => {
-                    if taken + total > max_bytes {
+                    if taken + total > max_bytes || header.base_offset >= upper {
                         return Ok(Some((begin, taken, last)));
                     }
                     taken += total;
@@ -322,6 +344,7 @@ async fn read_segment(
     seg_end: u64,
     offset: i64,
     max_bytes: usize,
+    upper: i64,
     index_interval_bytes: u32,
 ) -> Result<Option<Bytes>, ReadError> {
     let mut pos = start;
@@ -337,6 +360,7 @@ async fn read_segment(
             let total = header.total_bytes();
             match first {
                 None if header.last_offset() < offset => at += total,
+                None if header.base_offset >= upper => return Ok(Some(Bytes::new())),
                 None => {
                     if at + total > window.len() {
                         // The first batch is larger than the window: read it whole.
@@ -348,7 +372,7 @@ async fn read_segment(
                     at += total;
                 }
                 Some((begin, taken)) => {
-                    if taken + total > max_bytes || at + total > window.len() {
+                    if taken + total > max_bytes || at + total > window.len() || header.base_offset >= upper {
                         break;
                     }
                     first = Some((begin, taken + total));

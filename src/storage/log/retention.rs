@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use super::state::PartitionLog;
-use crate::storage::{error::StorageError, file, segment};
+use crate::storage::{error::StorageError, file, segment, txn_index};
 
 /// How a retention pass changed the log.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -32,8 +32,14 @@ impl PartitionLog {
             let mut st = self.state.borrow_mut();
             let mut total: u64 = st.segments.values().map(|s| s.size).sum();
             let mut victims = Vec::new();
+            // An open transaction's records stay until its marker: the
+            // segment holding its first offset, and all after, are kept.
+            let first_open = st.producers.first_open_offset();
             while st.segments.len() > 1 {
                 let oldest = st.segments.values().next().expect("len > 1");
+                if first_open.is_some_and(|first| oldest.next_offset > first) {
+                    break;
+                }
                 let over_size = self.config.retention_bytes.is_some_and(|max| total - oldest.size >= max);
                 let too_old = self.config.retention_ms.is_some_and(|ms| now - oldest.retention_timestamp() > ms);
                 if !(over_size || too_old) {
@@ -46,8 +52,13 @@ impl PartitionLog {
             st.log_start = st.log_start.max(st.segments.values().next().expect("active remains").base_offset);
             let log_start = st.log_start;
             st.cache.trim_before(log_start);
-            victims
+            // Index files of segments compaction merged away are named by
+            // bases no segment has any more: they go by their entries.
+            let stale_indices = st.aborted.drop_before(log_start);
+            (victims, stale_indices)
         };
+        let (victims, stale_indices) = victims;
+        self.remove_txn_indices(stale_indices).await?;
         let mut outcome = RetentionOutcome { log_start: self.log_start(), ..RetentionOutcome::default() };
         for seg in &victims {
             outcome.segments_deleted += 1;
@@ -86,12 +97,39 @@ impl PartitionLog {
                 victims.push(st.segments.pop_first().expect("len > 1").1);
             }
             st.cache.trim_before(target);
-            victims
+            let stale_indices = st.aborted.drop_before(target);
+            (victims, stale_indices)
         };
+        let (victims, stale_indices) = victims;
+        self.remove_txn_indices(stale_indices).await?;
         for seg in &victims {
             self.remove_segment_files(seg.path()).await?;
         }
         Ok(target)
+    }
+
+    /// Removes the `.txnindex` files of these bases (all their entries
+    /// are below the log start).
+    async fn remove_txn_indices(&self, bases: Vec<i64>) -> Result<(), StorageError> {
+        if bases.is_empty() {
+            return Ok(());
+        }
+        let (dir, name) = (self.dir.clone(), self.name.clone());
+        glommio::executor()
+            .spawn_blocking(move || {
+                for base in bases {
+                    let path = txn_index::path(&dir, base);
+                    match std::fs::remove_file(&path) {
+                        Ok(()) => {}
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                        Err(e) => {
+                            return Err(StorageError::from_io(&name, &path, "delete aborted-transactions index", e))
+                        }
+                    }
+                }
+                Ok(())
+            })
+            .await
     }
 
     async fn remove_segment_files(&self, log_path: &Path) -> Result<(), StorageError> {
@@ -100,7 +138,13 @@ impl PartitionLog {
         let name = self.name.clone();
         glommio::executor()
             .spawn_blocking(move || {
-                for suffix in [segment::INDEX_SUFFIX, segment::TIME_INDEX_SUFFIX, segment::LOG_SUFFIX] {
+                let suffixes = [
+                    txn_index::TXN_INDEX_SUFFIX,
+                    segment::INDEX_SUFFIX,
+                    segment::TIME_INDEX_SUFFIX,
+                    segment::LOG_SUFFIX,
+                ];
+                for suffix in suffixes {
                     let path = log_path.with_extension(suffix);
                     match std::fs::remove_file(&path) {
                         Ok(()) => {}

@@ -14,7 +14,7 @@ use crate::{
         error::{PartitionName, StorageError},
         file, producers,
         recovery::{self, Checkpoint},
-        segment,
+        segment, txn_index,
         zero_ahead::ZeroAhead,
     },
 };
@@ -106,6 +106,7 @@ impl PartitionLog {
             size: seg.size,
             offsets: seg.index.encode_offsets(),
             times: seg.index.encode_times(),
+            aborted: txn_index::encode(st.aborted.segment(seg.base_offset)),
         }
     }
 
@@ -139,6 +140,8 @@ struct SealWork {
     size: u64,
     offsets: Vec<u8>,
     times: Vec<u8>,
+    /// The segment's aborted-transactions index (`.txnindex`), when any.
+    aborted: Vec<u8>,
 }
 
 impl SealWork {
@@ -148,9 +151,14 @@ impl SealWork {
         self.ahead.retire().await;
         file.truncate(self.size).await.map_err(|e| StorageError::from_io(&self.name, file.path(), "truncate", e))?;
         let log_path = file.path().to_path_buf();
-        let (name, offsets, times) = (self.name, self.offsets, self.times);
+        let (name, offsets, times, aborted) = (self.name, self.offsets, self.times, self.aborted);
         glommio::executor()
             .spawn_blocking(move || {
+                if !aborted.is_empty() {
+                    let path = log_path.with_extension(txn_index::TXN_INDEX_SUFFIX);
+                    file::write_atomically(&path, &aborted)
+                        .map_err(|e| StorageError::from_io(&name, &path, "write aborted-transactions index", e))?;
+                }
                 for (suffix, bytes) in [(segment::INDEX_SUFFIX, offsets), (segment::TIME_INDEX_SUFFIX, times)] {
                     let path = log_path.with_extension(suffix);
                     file::write_atomically(&path, &bytes)

@@ -16,14 +16,15 @@ use glommio::sync::Semaphore;
 use crate::{
     limits::DMA_ALIGNMENT,
     metrics::buckets::{self, Buckets},
-    protocol::record_batch::BatchHeader,
+    protocol::record_batch::{self, BatchHeader},
     storage::{
         batch_cache::BatchCache,
         config::{Clock, LogConfig},
         error::{PartitionName, StorageError},
         file::Faults,
-        producers::{self, ProducerStates},
+        producers::{self, AbortedTxn, ProducerStates},
         segment::Segment,
+        txn_index::AbortedIndex,
     },
 };
 
@@ -106,6 +107,8 @@ pub(super) struct LogState {
     pub(super) pending: Vec<Pending>,
     /// Idempotent producers seen here (see `storage::producers`).
     pub(super) producers: ProducerStates,
+    /// Transactions aborted here, by the segment holding their marker.
+    pub(super) aborted: AbortedIndex,
 }
 
 impl LogState {
@@ -192,6 +195,49 @@ impl PartitionLog {
     /// The idempotence state of one producer here (tests and tools).
     pub fn producer(&self, producer_id: i64) -> Option<producers::ProducerEntry> {
         self.state.borrow().producers.get(producer_id).cloned()
+    }
+
+    /// The last stable offset: the first offset of the oldest open
+    /// transaction, or the log end when none is open. A read_committed
+    /// reader sees only what lies below it.
+    pub fn last_stable_offset(&self) -> i64 {
+        let st = self.state.borrow();
+        st.producers.first_open_offset().unwrap_or(st.next_offset)
+    }
+
+    /// The aborted transactions overlapping `[from, upper)`, for a
+    /// read_committed fetch (see `storage::txn_index`).
+    pub fn aborted_transactions(&self, from: i64, upper: i64) -> Vec<AbortedTxn> {
+        self.state.borrow().aborted.overlapping(from, upper)
+    }
+
+    /// Open transactions here, as (first offset, producer id) (tests, tools).
+    pub fn open_transactions(&self) -> Vec<(i64, i64)> {
+        self.state.borrow().producers.open_transactions().collect()
+    }
+
+    /// Every aborted-index entry, oldest marker first (tests, tools).
+    pub fn aborted_index(&self) -> Vec<AbortedTxn> {
+        self.state.borrow().aborted.all().copied().collect()
+    }
+
+    /// Applies a written batch to the producer and transaction state:
+    /// sequences and open transactions from the header, and for a marker
+    /// (whose one record is read: markers are the exception to "storage
+    /// reads headers only", being a few bytes that say commit or abort) the
+    /// end of its producer's transaction, an abort entering the index of
+    /// the segment that holds it. Shared by append and recovery.
+    pub(super) fn apply_batch(st: &mut LogState, header: &BatchHeader, batch: &[u8]) {
+        if header.attributes & record_batch::ATTR_CONTROL != 0 {
+            let Some((commit, _)) = record_batch::read_control_batch(batch) else { return };
+            let offset = header.base_offset;
+            if let Some(entry) = st.producers.end_txn(header.producer_id, header.producer_epoch, commit, offset) {
+                let base = st.segments.range(..=offset).next_back().map_or(offset, |(&b, _)| b);
+                st.aborted.add(base, entry);
+            }
+            return;
+        }
+        st.producers.record(header, header.base_offset);
     }
 
     /// Refuses writes once an fdatasync failed (see `group_commit`).
