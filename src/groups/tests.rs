@@ -95,6 +95,16 @@ impl GroupHost for FakeHost {
         Box::pin(std::future::ready(result))
     }
 
+    fn append_transactional(
+        &self,
+        partition: i32,
+        records: Vec<OffsetsRecord>,
+        _producer_id: i64,
+        _producer_epoch: i16,
+    ) -> Pin<Box<dyn Future<Output = Result<(), StoreError>>>> {
+        self.append(partition, records)
+    }
+
     fn schedule(&self, after: Duration, timer: Timer) {
         self.0.timers.borrow_mut().push((self.0.now() + after, timer));
     }

@@ -77,7 +77,7 @@ pub enum TxnState {
 }
 
 impl TxnState {
-    const ALL: [TxnState; 8] = [
+    pub const ALL: [TxnState; 8] = [
         Self::Empty,
         Self::Ongoing,
         Self::PrepareCommit,

@@ -63,9 +63,8 @@ impl Critical {
 
 async fn respond(shard: &Rc<Shard>, request: ProduceRequest, critical: &mut Critical) -> Option<ProduceResponse> {
     let acks = request.acks;
-    if request.transactional_id.is_some() {
-        return Some(reject_all(&request, errors::INVALID_REQUEST, "transactions are not supported yet"));
-    }
+    // A transactional producer's batches are stored like any other; their
+    // visibility (LSO, aborted index) is the log side's (issue 16, part 1).
     if !matches!(acks, -1..=1) {
         return Some(reject_all(&request, errors::INVALID_REQUIRED_ACKS, "acks must be 0, 1 or -1"));
     }
