@@ -45,11 +45,10 @@ const TIMEOUT: Duration = Duration::from_secs(20);
 fn setup(broker: &Broker) {
     let admin: AdminClient<DefaultClientContext> =
         ClientConfig::new().set("bootstrap.servers", broker.bootstrap()).create().expect("admin client");
-    let topics = [
-        NewTopic::new(INPUT, 1, TopicReplication::Fixed(1)),
-        NewTopic::new(OUTPUT, 2, TopicReplication::Fixed(1)),
-    ];
-    let results = futures_lite::future::block_on(admin.create_topics(&topics, &AdminOptions::new())).expect("create topics");
+    let topics =
+        [NewTopic::new(INPUT, 1, TopicReplication::Fixed(1)), NewTopic::new(OUTPUT, 2, TopicReplication::Fixed(1))];
+    let results =
+        futures_lite::future::block_on(admin.create_topics(&topics, &AdminOptions::new())).expect("create topics");
     for r in results {
         r.expect("topic created");
     }
