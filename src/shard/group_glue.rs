@@ -217,6 +217,10 @@ pub async fn load_groups(shard: &Rc<Shard>) {
     }
 }
 
+/// Takes one keyed record read back at start: its batch's header, its key
+/// and its value (`None`: a tombstone).
+pub(super) type ReplayRecord<'a, E> = dyn FnMut(&BatchHeader, &[u8], Option<&[u8]>) -> Result<(), E> + 'a;
+
 /// Hands each keyed record of the batches of one read from `offset` to
 /// `each` (with its batch's header); the offset after the last whole
 /// batch, or `None` if the read failed. Records `each` cannot read are
@@ -225,7 +229,7 @@ pub(super) async fn replay_chunk<E: std::fmt::Display>(
     shard: &Shard,
     p: &Partition,
     offset: i64,
-    each: &mut dyn FnMut(&BatchHeader, &[u8], Option<&[u8]>) -> Result<(), E>,
+    each: &mut ReplayRecord<'_, E>,
 ) -> Option<i64> {
     let slice = match p.log.read(offset, REPLAY_READ_BYTES).await {
         Ok(s) => s,
