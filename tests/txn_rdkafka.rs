@@ -232,6 +232,29 @@ fn transactional_consume_transform_produce_commits_offsets_with_the_transaction(
     let again = transactional_producer(&broker);
     drop(again);
     assert!(describe(&broker).transaction_states[0].producer_epoch > restarted.producer_epoch);
+
+    // The tools: over the protocol, and the records on disk.
+    let listed = shardlog(&["txn", "list", "--bootstrap", &broker.bootstrap()]);
+    assert!(listed.lines().any(|l| l.starts_with(TXN_ID) && l.ends_with("Empty")), "{listed}");
+    let described = shardlog(&["txn", "describe", "--bootstrap", &broker.bootstrap(), "--transactional-id", TXN_ID]);
+    assert!(described.lines().any(|l| l.starts_with(TXN_ID)), "{described}");
+    let data = dir.path().join("data");
+    let data = data.to_str().unwrap();
+    let states = shardlog(&["offsets", "dump", "--data-dir", data, "--topic", "__transaction_state"]);
+    let ours: Vec<&str> = states.lines().filter(|l| l.starts_with(&format!("{TXN_ID}::"))).collect();
+    assert!(ours.iter().any(|l| l.contains("state=PrepareCommit") && l.contains("txn-out-")), "{states}");
+    assert!(ours.iter().any(|l| l.contains("state=CompleteAbort")), "the fenced transaction: {states}");
+    // __consumer_offsets now holds markers too; the dump reads past them.
+    let offsets = shardlog(&["offsets", "dump", "--data-dir", data, "--group", GROUP]);
+    let last = format!("[{GROUP},{INPUT},0]::OffsetAndMetadata(offset={INPUT_RECORDS},");
+    assert!(offsets.lines().any(|l| l.starts_with(&last)), "{offsets}");
+}
+
+/// Runs the shardlog binary; its standard output (it must succeed).
+fn shardlog(args: &[&str]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_shardlog")).args(args).output().expect("run shardlog");
+    assert!(out.status.success(), "shardlog {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// Needs the log side (part 1): aborted records filtered for read_committed.
