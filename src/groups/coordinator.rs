@@ -192,7 +192,7 @@ pub struct Coordinator {
     pub replayed: Cell<u64>,
     /// Offsets committed inside transactions, by producer id, until their
     /// marker (`txn_offsets.rs`).
-    pub(super) pending_txn: RefCell<HashMap<i64, Vec<super::txn_offsets::PendingOffset>>>,
+    pub(super) pending_txn: RefCell<super::txn_offsets::TxnPending>,
 }
 
 pub(super) fn s(v: &str) -> StrBytes {

@@ -506,7 +506,7 @@ fn a_commit_is_answered_only_after_its_append_and_failed_appends_say_so() {
 fn transactional_offsets_wait_for_their_marker() {
     let h = Harness::new(0);
     let partition = super::records::partition_for(GROUP, h.world.settings.offsets_partitions);
-    let txn_commit = |producer_id: i64, offset: i64| {
+    let txn_commit = |producer_id: i64, epoch: i16, offset: i64| {
         let mut p = kafka_protocol::messages::txn_offset_commit_request::TxnOffsetCommitRequestPartition::default();
         p.partition_index = 2;
         p.committed_offset = offset;
@@ -516,7 +516,7 @@ fn transactional_offsets_wait_for_their_marker() {
         let mut request = kafka_protocol::messages::TxnOffsetCommitRequest::default();
         request.group_id = GroupId(s(GROUP));
         request.producer_id = producer_id.into();
-        request.producer_epoch = 3;
+        request.producer_epoch = epoch;
         request.generation_id = -1;
         request.topics = vec![t];
         let call = CommitTxnOffsets { request };
@@ -527,18 +527,24 @@ fn transactional_offsets_wait_for_their_marker() {
         let call = FetchOffsets { group: GROUP.to_string(), topics: Some(vec![("payments".into(), vec![2])]) };
         h.call(|c| async move { c.fetch_offsets(call).await }).poll().expect("answered at once")[0].offset
     };
-    assert_eq!(txn_commit(500, 10), NONE);
+    assert_eq!(txn_commit(500, 3, 10), NONE);
     assert_eq!(h.world.txn_appends.borrow().as_slice(), &[(partition, 500, 3)], "the producer's own batch");
     assert_eq!(fetched(), -1, "pending: OffsetFetch does not see it");
-    h.c.on_txn_marker(partition + 1, 500, true);
+    h.c.on_txn_marker(partition + 1, 500, 3, true);
     assert_eq!(fetched(), -1, "a marker on another partition is not this group's");
-    h.c.on_txn_marker(partition, 501, true);
+    h.c.on_txn_marker(partition, 501, 3, true);
     assert_eq!(fetched(), -1, "nor another producer's");
-    h.c.on_txn_marker(partition, 500, true);
+    h.c.on_txn_marker(partition, 500, 3, true);
     assert_eq!(fetched(), 10, "committed with the transaction");
-    assert_eq!(txn_commit(500, 20), NONE);
-    h.c.on_txn_marker(partition, 500, false);
+    assert_eq!(txn_commit(500, 3, 20), NONE);
+    // Fenced: the abort carries the bumped epoch; the zombie's next commit
+    // is refused and cannot ride on its successor's commit.
+    h.c.on_txn_marker(partition, 500, 4, false);
     assert_eq!(fetched(), 10, "an abort drops the pending offset");
+    assert_eq!(txn_commit(500, 3, 21), PRODUCER_FENCED);
+    assert_eq!(txn_commit(500, 5, 22), NONE);
+    h.c.on_txn_marker(partition, 500, 5, true);
+    assert_eq!(fetched(), 22, "the successor's offset, and only it");
     assert_eq!(h.c.pending_txn_offsets(), 0);
 
     // Replayed at start: pending until the control batch read after it.
@@ -552,9 +558,9 @@ fn transactional_offsets_wait_for_their_marker() {
         expire_timestamp: -1,
     }
     .encode();
-    fresh.c.replay_txn_offset(700, &key, Some(&value)).expect("an offset record");
+    fresh.c.replay_txn_offset(700, 0, &key, Some(&value)).expect("an offset record");
     assert_eq!(fresh.c.pending_txn_offsets(), 1);
-    fresh.c.on_txn_marker(partition, 700, true);
+    fresh.c.on_txn_marker(partition, 700, 0, true);
     let call = FetchOffsets { group: GROUP.to_string(), topics: Some(vec![("payments".into(), vec![2])]) };
     let got = fresh.call(|c| async move { c.fetch_offsets(call).await }).poll().expect("answered")[0].offset;
     assert_eq!(got, 30);

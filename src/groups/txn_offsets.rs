@@ -5,7 +5,7 @@
 //! moves them into the offset cache, an abort drops them. Replay at start
 //! does the same with the batches and markers it reads back.
 
-use std::rc::Rc;
+use std::{collections::HashMap, rc::Rc};
 
 use kafka_protocol::messages::{
     txn_offset_commit_response::{TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic},
@@ -26,6 +26,29 @@ pub(super) struct PendingOffset {
     pub topic: String,
     pub partition: i32,
     pub value: OffsetValue,
+}
+
+/// What waits for markers, per producer id, and the newest epoch seen of
+/// each producer id (in a commit or a marker): a commit from an older
+/// epoch is a fenced zombie's and is refused, as Kafka's log refuses its
+/// batch, so it can never ride on its successor's commit marker.
+#[derive(Debug, Default)]
+pub(super) struct TxnPending {
+    offsets: HashMap<i64, Vec<PendingOffset>>,
+    epochs: HashMap<i64, i16>,
+}
+
+impl TxnPending {
+    /// Whether `epoch` is older than one already seen for `producer_id`;
+    /// otherwise it becomes the newest.
+    fn fenced(&mut self, producer_id: i64, epoch: i16) -> bool {
+        let newest = self.epochs.entry(producer_id).or_insert(epoch);
+        if epoch < *newest {
+            return true;
+        }
+        *newest = epoch;
+        false
+    }
 }
 
 /// A commit's group check: a consumer that names its generation (v3+) must
@@ -51,7 +74,8 @@ fn group_error(c: &Coordinator, req: &TxnOffsetCommitRequest, group_id: &str) ->
 pub(super) async fn commit(c: &Rc<Coordinator>, req: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse {
     let group_id = req.group_id.0.to_string();
     let (producer_id, producer_epoch) = (req.producer_id.0, req.producer_epoch);
-    let group_error = group_error(c, &req, &group_id);
+    let fenced = c.pending_txn.borrow_mut().fenced(producer_id, producer_epoch);
+    let group_error = if fenced { Some(PRODUCER_FENCED) } else { group_error(c, &req, &group_id) };
     let commit_ts = c.now_ms();
     let mut response = TxnOffsetCommitResponse::default();
     let mut to_write: Vec<PendingOffset> = Vec::new();
@@ -97,7 +121,7 @@ pub(super) async fn commit(c: &Rc<Coordinator>, req: TxnOffsetCommitRequest) -> 
         .collect();
     let partition = records::partition_for(&group_id, c.settings().offsets_partitions);
     match c.host.append_transactional(partition, records, producer_id, producer_epoch).await {
-        Ok(()) => c.pending_txn.borrow_mut().entry(producer_id).or_default().extend(to_write),
+        Ok(()) => c.pending_txn.borrow_mut().offsets.entry(producer_id).or_default().extend(to_write),
         Err(e) => {
             log::warn!("group {group_id}: transactional commit of producer {producer_id} not stored: {e}");
             for p in response.topics.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
@@ -114,9 +138,12 @@ impl Coordinator {
     /// A transaction marker of `producer_id` landed on partition
     /// `partition` of `__consumer_offsets`: its pending offsets for the
     /// groups of that partition are committed or dropped.
-    pub fn on_txn_marker(&self, partition: i32, producer_id: i64, commit: bool) {
+    pub fn on_txn_marker(&self, partition: i32, producer_id: i64, producer_epoch: i16, commit: bool) {
         let partitions = self.settings().offsets_partitions;
-        let mut pending = self.pending_txn.borrow_mut();
+        let mut all = self.pending_txn.borrow_mut();
+        // A marker's epoch is the newest (a fencing abort bumps it).
+        all.fenced(producer_id, producer_epoch);
+        let pending = &mut all.offsets;
         let Some(waiting) = pending.get_mut(&producer_id) else { return };
         let (here, elsewhere): (Vec<_>, Vec<_>) = std::mem::take(waiting)
             .into_iter()
@@ -135,12 +162,19 @@ impl Coordinator {
 
     /// An offset record of a transactional batch read back at start: it
     /// waits for its marker like a live one.
-    pub fn replay_txn_offset(&self, producer_id: i64, key: &[u8], value: Option<&[u8]>) -> Result<(), ReplayError> {
+    pub fn replay_txn_offset(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        key: &[u8],
+        value: Option<&[u8]>,
+    ) -> Result<(), ReplayError> {
         let key = Key::decode(key).map_err(ReplayError::Key)?;
+        self.pending_txn.borrow_mut().fenced(producer_id, producer_epoch);
         self.replayed.set(self.replayed.get() + 1);
         let (Key::Offset { group, topic, partition }, Some(v)) = (key, value) else { return Ok(()) };
         let value = OffsetValue::decode(v).map_err(ReplayError::OffsetValue)?;
-        self.pending_txn.borrow_mut().entry(producer_id).or_default().push(PendingOffset {
+        self.pending_txn.borrow_mut().offsets.entry(producer_id).or_default().push(PendingOffset {
             group,
             topic,
             partition,
@@ -151,6 +185,6 @@ impl Coordinator {
 
     /// How many offsets wait for a transaction marker.
     pub fn pending_txn_offsets(&self) -> usize {
-        self.pending_txn.borrow().values().map(Vec::len).sum()
+        self.pending_txn.borrow().offsets.values().map(Vec::len).sum()
     }
 }

@@ -294,7 +294,7 @@ async fn handle_other(
         }
         Request::AddOffsetsToTxn(req) => respond!(handlers::add_offsets_to_txn::handle(shard, req, version).await),
         Request::EndTxn(req) => respond!(handlers::end_txn::handle(shard, req, version).await),
-        Request::TxnOffsetCommit(req) => respond!(handlers::txn_offset_commit::handle(shard, req).await),
+        Request::TxnOffsetCommit(req) => respond!(handlers::txn_offset_commit::handle(shard, req, version).await),
         Request::DescribeTransactions(req) => respond!(handlers::describe_transactions::handle(shard, req).await),
         Request::ListTransactions(req) => respond!(handlers::list_transactions::handle(shard, req).await),
         Request::FindCoordinator(req) => respond!(groups::find_coordinator(shard, req, version)),

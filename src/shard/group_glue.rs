@@ -184,11 +184,11 @@ pub async fn load_groups(shard: &Rc<Shard>) {
             let mut each = |h: &BatchHeader, key: &[u8], value: Option<&[u8]>| {
                 if h.attributes & ATTR_CONTROL != 0 {
                     if let Some(commit) = record_batch::control_key_commit(key) {
-                        shard.groups.on_txn_marker(number, h.producer_id, commit);
+                        shard.groups.on_txn_marker(number, h.producer_id, h.producer_epoch, commit);
                     }
                     Ok(())
                 } else if h.attributes & ATTR_TRANSACTIONAL != 0 {
-                    shard.groups.replay_txn_offset(h.producer_id, key, value)
+                    shard.groups.replay_txn_offset(h.producer_id, h.producer_epoch, key, value)
                 } else {
                     shard.groups.replay(key, value)
                 }

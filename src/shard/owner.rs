@@ -321,7 +321,12 @@ impl Shard {
                                 // The group coordinator holds the producer's
                                 // transactional offsets until this marker.
                                 if &*topic == crate::groups::OFFSETS_TOPIC {
-                                    shard.groups.on_txn_marker(partition, marker.producer_id, marker.commit);
+                                    shard.groups.on_txn_marker(
+                                        partition,
+                                        marker.producer_id,
+                                        marker.producer_epoch,
+                                        marker.commit,
+                                    );
                                 }
                                 errors::NONE
                             }

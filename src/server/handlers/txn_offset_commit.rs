@@ -3,7 +3,9 @@
 //! coordinator, which appends them to the group's `__consumer_offsets`
 //! partition as the producer's transactional batch and keeps them pending,
 //! invisible to OffsetFetch, until the transaction's marker lands there
-//! (AddOffsetsToTxn put that partition in the transaction).
+//! (AddOffsetsToTxn put that partition in the transaction). A producer
+//! older than one the group coordinator has seen is fenced (PRODUCER_FENCED
+//! from v3, INVALID_PRODUCER_EPOCH before).
 
 use std::rc::Rc;
 
@@ -14,9 +16,10 @@ use kafka_protocol::messages::{
 
 use crate::groups::{records::partition_for, CommitTxnOffsets, OFFSETS_TOPIC};
 use crate::protocol::errors::{self, ErrorCode};
+use crate::server::handlers::txn_route;
 use crate::shard::{router, Shard};
 
-pub async fn handle(shard: &Rc<Shard>, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse {
+pub async fn handle(shard: &Rc<Shard>, request: TxnOffsetCommitRequest, version: i16) -> TxnOffsetCommitResponse {
     let group = request.group_id.0.to_string();
     let partition = partition_for(&group, shard.settings.groups.offsets_partitions);
     let owner = router::owner(&shard.topics(), OFFSETS_TOPIC, partition, shard.count);
@@ -41,7 +44,12 @@ pub async fn handle(shard: &Rc<Shard>, request: TxnOffsetCommitRequest) -> TxnOf
     let Some(owner) = owner else { return refused(errors::COORDINATOR_NOT_AVAILABLE, &request) };
     let copy = request.clone();
     match shard.ask(owner, CommitTxnOffsets { request }).await {
-        Ok(resp) => resp,
+        Ok(mut resp) => {
+            for p in resp.topics.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
+                p.error_code = txn_route::fenced_as(p.error_code, version, 3);
+            }
+            resp
+        }
         Err(_) => refused(errors::COORDINATOR_NOT_AVAILABLE, &copy),
     }
 }
