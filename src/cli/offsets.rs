@@ -50,16 +50,14 @@ pub fn dump(data_dir: &Path, topic: &str, group: Option<&str>, as_json: bool) ->
     })
 }
 
+/// Takes one record's key and value (`None`: a tombstone).
+type EachRecord<'a> = dyn FnMut(&[u8], Option<&[u8]>) -> Result<(), String> + 'a;
+
 /// Hands every keyed record of `topic`'s data batches to `each`, partition
 /// by partition in offset order (`only`: one partition). Control batches
 /// (transaction markers, also in `__consumer_offsets` since TxnOffsetCommit)
 /// carry no offsets or state and are skipped.
-fn each_record(
-    data_dir: &Path,
-    topic: &str,
-    only: Option<i32>,
-    each: &mut dyn FnMut(&[u8], Option<&[u8]>) -> Result<(), String>,
-) -> Result<(), String> {
+fn each_record(data_dir: &Path, topic: &str, only: Option<i32>, each: &mut EachRecord<'_>) -> Result<(), String> {
     let mut partitions = partitions_of(data_dir, topic)?;
     if partitions.is_empty() {
         return Err(format!("{} has no {topic} partitions", data_dir.display()));
