@@ -20,3 +20,4 @@ pub mod server;
 pub mod shard;
 pub mod storage;
 pub mod tune;
+pub mod txn;

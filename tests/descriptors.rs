@@ -25,7 +25,8 @@ use common::{
 };
 use kafka_protocol::messages::*;
 
-const CONFIG: &str = "offsets_topic_num_partitions = 2\nsegment_files_idle_close_ms = 200\nmemory = \"128MiB\"\n";
+const CONFIG: &str = "offsets_topic_num_partitions = 2\ntransaction_state_log_num_partitions = 1\n\
+                      segment_files_idle_close_ms = 200\nmemory = \"128MiB\"\n";
 /// Far more than the 24 segment files a shard may keep open under 400.
 const PARTITIONS: i32 = 200;
 const POLICY_VIOLATION: i16 = 44;
@@ -98,7 +99,7 @@ fn many_partitions_under_a_small_open_files_limit() {
     assert!(line.contains("open-files limit 400 (raised from 300): up to 24 segment files open per shard"), "{line}");
     let line = banner.iter().find(|l| l.contains("memory budget")).expect("a line about memory");
     // (128 - 32 requests - 64 base - 16 cache) MiB / 16 KiB.
-    assert!(line.contains("room for 1024 partitions (2 on disk)"), "{line}");
+    assert!(line.contains("room for 1024 partitions (3 on disk)"), "{line}");
     let pid = child.id();
     let idle_at_start = until_idle_files_closed(pid, 0);
 
@@ -131,11 +132,12 @@ fn many_partitions_under_a_small_open_files_limit() {
     eprintln!("descriptors: {idle_at_start} idle at start, {busy} after producing to {PARTITIONS} partitions, {idle} idle again");
     assert!(idle <= idle_at_start + 2, "{idle} descriptors once idle, {idle_at_start} at start");
 
-    // The memory budget caps partitions: 2 + 200 + 823 = 1025 > 1024.
-    let (code, message) = create_topic_answer(&mut w, "too-many", 823);
+    // The memory budget caps partitions: 2 + 1 (the internal topics) + 200
+    // + 822 = 1025 > 1024.
+    let (code, message) = create_topic_answer(&mut w, "too-many", 822);
     assert_eq!(code, POLICY_VIOLATION, "{message}");
     assert!(message.contains("memory budget leaves room for 1024"), "{message}");
-    let (code, message) = create_partitions(&mut w, "many", PARTITIONS + 823);
+    let (code, message) = create_partitions(&mut w, "many", PARTITIONS + 822);
     assert_eq!(code, POLICY_VIOLATION, "{message}");
     assert!(message.contains("would make 1025"), "{message}");
     drop(w);
@@ -149,10 +151,10 @@ fn many_partitions_under_a_small_open_files_limit() {
     assert!(stderr.contains("leaves each of 1 shard(s) room for 7 segment files"), "{stderr}");
     assert!(stderr.contains("ulimit -n 304"), "{stderr}");
     assert!(!String::from_utf8_lossy(&out.stdout).contains("listening on"), "no half start");
-    // A budget too small for the 202 partitions on disk: refused too.
+    // A budget too small for the 203 partitions on disk: refused too.
     let out = serve_with("400:400", &data, &config, port, &["--memory", "110MiB"]).output().unwrap();
     assert!(!out.status.success(), "it must not start");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("202 partitions (202 per shard, 16.0 KiB of state each) need a memory budget"), "{stderr}");
+    assert!(stderr.contains("203 partitions (203 per shard, 16.0 KiB of state each) need a memory budget"), "{stderr}");
     assert!(!String::from_utf8_lossy(&out.stdout).contains("listening on"), "no half start");
 }

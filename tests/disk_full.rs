@@ -95,7 +95,7 @@ fn a_full_disk_refuses_writes_retriably_and_loses_nothing() {
     let mut broker = Broker::start_with_config(
         &data,
         1,
-        "offsets_topic_num_partitions = 1\nlog_maintenance_interval_ms = 3600000\n",
+        "offsets_topic_num_partitions = 1\ntransaction_state_log_num_partitions = 1\nlog_maintenance_interval_ms = 3600000\n",
         &[],
     );
     let mut w = Wire::connect(&broker.bootstrap());

@@ -3,7 +3,8 @@
 //! and bumps epochs; a retried batch is answered with its original offset
 //! and not written again (also after a SIGKILL); a gap is
 //! OUT_OF_ORDER_SEQUENCE_NUMBER, an old epoch INVALID_PRODUCER_EPOCH, a new
-//! epoch starts at sequence 0; a transactional id is refused.
+//! epoch starts at sequence 0; a transactional id gets its own producer id
+//! from the transaction coordinator, and the next epoch on a second init.
 
 mod common;
 
@@ -90,11 +91,16 @@ fn sequence_rules_over_the_wire() {
     assert_eq!(e, 0);
     assert!(c != a && c != b, "ids are not reused after a restart: {a} {b} {c}");
 
-    // Transactions do not exist yet: a clear refusal.
+    // A transactional id gets its producer id from the transaction
+    // coordinator: a fresh one, never one an idempotent producer holds.
     let mut req = InitProducerIdRequest::default();
     req.transactional_id = Some(TransactionalId(StrBytes::from_static_str("tx-1")));
+    req.transaction_timeout_ms = 60_000;
     req.producer_id = (-1).into();
     req.producer_epoch = -1;
     let resp: InitProducerIdResponse = w.call(ApiKey::InitProducerId, 4, &req);
-    assert_eq!((resp.error_code, resp.producer_id.0), (42, -1));
+    assert_eq!((resp.error_code, resp.producer_epoch), (0, 0));
+    assert!(![a, b, c].contains(&resp.producer_id.0), "a producer id of its own: {}", resp.producer_id.0);
+    let again: InitProducerIdResponse = w.call(ApiKey::InitProducerId, 4, &req);
+    assert_eq!((again.error_code, again.producer_id, again.producer_epoch), (0, resp.producer_id, 1));
 }

@@ -24,7 +24,8 @@ const PRODUCERS: i32 = 4;
 /// shard-wide budget the cache alone would pass the RSS ceiling.
 const BATCHES_PER_PARTITION: usize = 32;
 const BUDGET_MIB: u64 = 112;
-const CONFIG: &str = "memory = \"112MiB\"\noffsets_topic_num_partitions = 1\n";
+const CONFIG: &str =
+    "memory = \"112MiB\"\noffsets_topic_num_partitions = 1\ntransaction_state_log_num_partitions = 1\n";
 
 type Sent = BTreeMap<i32, BTreeMap<i64, Vec<u8>>>;
 

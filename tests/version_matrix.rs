@@ -15,6 +15,8 @@
 //! connection and the test fails at the end with the whole list.
 
 mod common;
+#[path = "version_matrix/txn.rs"]
+mod txn;
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -48,7 +50,6 @@ const SETUP_TS_STEP: i64 = 60_000;
 const NONE: i16 = 0;
 const OFFSET_OUT_OF_RANGE: i16 = 1;
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-const COORDINATOR_NOT_AVAILABLE: i16 = 15;
 const ILLEGAL_GENERATION: i16 = 22;
 const INVALID_GROUP_ID: i16 = 24;
 const UNKNOWN_MEMBER_ID: i16 = 25;
@@ -214,6 +215,12 @@ fn check(fx: &Fixture, key: ApiKey, v: i16) {
         ApiKey::OffsetForLeaderEpoch => offset_for_leader_epoch(fx, &mut w, v),
         ApiKey::DescribeLogDirs => describe_log_dirs(&mut w, v),
         ApiKey::WriteTxnMarkers => write_txn_markers(&mut w, v),
+        ApiKey::AddPartitionsToTxn => txn::add_partitions_to_txn(&mut w, v),
+        ApiKey::AddOffsetsToTxn => txn::add_offsets_to_txn(&mut w, v),
+        ApiKey::EndTxn => txn::end_txn(&mut w, v),
+        ApiKey::TxnOffsetCommit => txn::txn_offset_commit(&mut w, v),
+        ApiKey::DescribeTransactions => txn::describe_transactions(&mut w, v),
+        ApiKey::ListTransactions => txn::list_transactions(&mut w, v),
         other => panic!("{other:?} is advertised but the matrix has no check for it"),
     }
 }
@@ -786,10 +793,8 @@ fn init_producer_id(w: &mut Wire, v: i16) {
     assert_eq!(first.producer_epoch, 0);
     let second: InitProducerIdResponse = w.call(ApiKey::InitProducerId, v, &req);
     assert_ne!(first.producer_id, second.producer_id, "each producer gets its own id");
-    // Transactional ids are refused until transactions exist.
-    req.transactional_id = Some(s("matrix-tx").into());
-    let refused: InitProducerIdResponse = w.call(ApiKey::InitProducerId, v, &req);
-    assert_ne!(refused.error_code, NONE);
+    // With a transactional id: the transaction coordinator.
+    txn::init_producer_id(w, v);
 }
 
 /// An abort marker written through WriteTxnMarkers to a fresh topic's
@@ -865,7 +870,7 @@ fn find_coordinator(fx: &Fixture, w: &mut Wire, v: i16) {
     };
     assert_eq!(found, (NONE, "127.0.0.1".to_string(), fx.port as i32));
 
-    // Error paths: an empty group id; a transaction coordinator (none yet).
+    // An empty group id; a transaction coordinator.
     if v < 4 {
         let mut empty = FindCoordinatorRequest::default();
         empty.key = s("");
@@ -876,8 +881,13 @@ fn find_coordinator(fx: &Fixture, w: &mut Wire, v: i16) {
         let mut tx = req.clone();
         tx.key_type = 1;
         let resp: FindCoordinatorResponse = w.call(ApiKey::FindCoordinator, v, &tx);
-        let code = if v >= 4 { resp.coordinators[0].error_code } else { resp.error_code };
-        assert_eq!(code, COORDINATOR_NOT_AVAILABLE);
+        let found = if v >= 4 {
+            let c = &resp.coordinators[0];
+            (c.error_code, c.host.to_string(), c.port)
+        } else {
+            (resp.error_code, resp.host.to_string(), resp.port)
+        };
+        assert_eq!(found, (NONE, "127.0.0.1".to_string(), fx.port as i32));
     }
     // A share group's coordinator (v6, KIP-932): there are no share groups.
     if v >= 6 {

@@ -4,6 +4,7 @@
 mod groups;
 mod offsets;
 mod topics;
+mod txn;
 
 use std::path::PathBuf;
 
@@ -38,6 +39,10 @@ pub enum Command {
     /// Consumer groups of a running broker.
     #[command(subcommand)]
     Groups(GroupsCommand),
+    /// Transactions of a running broker (ListTransactions,
+    /// DescribeTransactions).
+    #[command(subcommand)]
+    Txn(TxnCommand),
     /// Topics over the Kafka protocol: list, create, describe, alter, delete.
     #[command(subcommand)]
     Topics(TopicsCommand),
@@ -61,6 +66,10 @@ pub enum OffsetsCommand {
     Dump {
         #[arg(long, default_value = "./data")]
         data_dir: PathBuf,
+        /// `__consumer_offsets`, or `__transaction_state` for the
+        /// transaction coordinator's records.
+        #[arg(long, default_value = crate::groups::OFFSETS_TOPIC)]
+        topic: String,
         /// Only this group's records.
         #[arg(long)]
         group: Option<String>,
@@ -142,6 +151,24 @@ pub enum GroupsCommand {
         /// One group; all groups when absent.
         #[arg(long)]
         group: Option<String>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum TxnCommand {
+    /// Every transactional id with its producer id and state.
+    List {
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+    },
+    /// State, producer, timeout, start time and partitions of each open
+    /// or finished transaction.
+    Describe {
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+        /// One transactional id; all of them when absent.
+        #[arg(long)]
+        transactional_id: Option<String>,
     },
 }
 
@@ -248,8 +275,12 @@ pub fn run(cli: Cli) -> i32 {
     let result = match cli.command {
         Command::Serve(args) => args.into_config().and_then(crate::server::serve),
         Command::Log(cmd) => run_log_command(cmd),
-        Command::Offsets(OffsetsCommand::Dump { data_dir, group, json }) => {
-            offsets::dump(&data_dir, group.as_deref(), json)
+        Command::Offsets(OffsetsCommand::Dump { data_dir, topic, group, json }) => {
+            offsets::dump(&data_dir, &topic, group.as_deref(), json)
+        }
+        Command::Txn(TxnCommand::List { bootstrap }) => txn::list(&bootstrap),
+        Command::Txn(TxnCommand::Describe { bootstrap, transactional_id }) => {
+            txn::describe(&bootstrap, transactional_id.as_deref())
         }
         Command::Groups(GroupsCommand::List { bootstrap }) => groups::list(&bootstrap),
         Command::Groups(GroupsCommand::Describe { bootstrap, group }) => groups::describe(&bootstrap, group.as_deref()),

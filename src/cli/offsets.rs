@@ -1,4 +1,5 @@
-//! `shardlog offsets dump`: the records of `__consumer_offsets`, read
+//! `shardlog offsets dump`: the records of `__consumer_offsets` (or, with
+//! `--topic __transaction_state`, of the transaction coordinator), read
 //! straight from the segment files (read-only, safe beside a running
 //! broker: a batch still being written ends the walk of its file).
 
@@ -13,15 +14,55 @@ use crate::{
     },
     protocol::record_batch::{self, BatchHeader},
     storage::segment,
+    txn::{
+        records::{self as txn_records, TxnValue},
+        TXN_TOPIC,
+    },
 };
 
-pub fn dump(data_dir: &Path, group: Option<&str>, as_json: bool) -> Result<(), String> {
-    let mut partitions = offsets_partitions(data_dir)?;
-    if partitions.is_empty() {
-        return Err(format!("{} has no {OFFSETS_TOPIC} partitions", data_dir.display()));
+pub fn dump(data_dir: &Path, topic: &str, group: Option<&str>, as_json: bool) -> Result<(), String> {
+    if topic == TXN_TOPIC {
+        if group.is_some() {
+            return Err(format!("--group applies to {OFFSETS_TOPIC}, not {TXN_TOPIC}"));
+        }
+        return each_record(data_dir, TXN_TOPIC, None, &mut |key, value| {
+            let id = txn_records::decode_key(key).map_err(|e| e.to_string())?;
+            let line = if as_json { txn_json_line(&id, value)? } else { txn_text_line(&id, value)? };
+            println!("{line}");
+            Ok(())
+        });
     }
-    if let Some(g) = group {
-        let wanted = records::partition_for(g, partitions.len() as i32);
+    if topic != OFFSETS_TOPIC {
+        return Err(format!("--topic must be {OFFSETS_TOPIC} or {TXN_TOPIC}, not {topic}"));
+    }
+    let only = match group {
+        Some(g) => Some(records::partition_for(g, partitions_of(data_dir, OFFSETS_TOPIC)?.len() as i32)),
+        None => None,
+    };
+    each_record(data_dir, OFFSETS_TOPIC, only, &mut |key, value| {
+        let key = Key::decode(key).map_err(|e| e.to_string())?;
+        if group.is_some_and(|g| g != key.group()) {
+            return Ok(());
+        }
+        let line = if as_json { json_line(&key, value) } else { text_line(&key, value) };
+        println!("{}", line?);
+        Ok(())
+    })
+}
+
+/// Takes one record's key and value (`None`: a tombstone).
+type EachRecord<'a> = dyn FnMut(&[u8], Option<&[u8]>) -> Result<(), String> + 'a;
+
+/// Hands every keyed record of `topic`'s data batches to `each`, partition
+/// by partition in offset order (`only`: one partition). Control batches
+/// (transaction markers, also in `__consumer_offsets` since TxnOffsetCommit)
+/// carry no offsets or state and are skipped.
+fn each_record(data_dir: &Path, topic: &str, only: Option<i32>, each: &mut EachRecord<'_>) -> Result<(), String> {
+    let mut partitions = partitions_of(data_dir, topic)?;
+    if partitions.is_empty() {
+        return Err(format!("{} has no {topic} partitions", data_dir.display()));
+    }
+    if let Some(wanted) = only {
         partitions.retain(|(p, _)| *p == wanted);
     }
     for (_, dir) in partitions {
@@ -34,16 +75,13 @@ pub fn dump(data_dir: &Path, group: Option<&str>, as_json: bool) -> Result<(), S
                 if end > bytes.len() {
                     break; // still being written
                 }
-                let records = record_batch::read_records(&bytes[at..end])
-                    .map_err(|e| format!("{}: batch at byte {at}: {e}", file.display()))?;
-                for r in records {
-                    let Some(key) = r.key else { continue };
-                    let key = Key::decode(key).map_err(|e| format!("{}: offset {}: {e}", file.display(), r.offset))?;
-                    if group.is_some_and(|g| g != key.group()) {
-                        continue;
+                if header.attributes & record_batch::ATTR_CONTROL == 0 {
+                    let records = record_batch::read_records(&bytes[at..end])
+                        .map_err(|e| format!("{}: batch at byte {at}: {e}", file.display()))?;
+                    for r in records {
+                        let Some(key) = r.key else { continue };
+                        each(key, r.value).map_err(|e| format!("{}: offset {}: {e}", file.display(), r.offset))?;
                     }
-                    let line = if as_json { json_line(&key, r.value) } else { text_line(&key, r.value) };
-                    println!("{}", line.map_err(|e| format!("{}: offset {}: {e}", file.display(), r.offset))?);
                 }
                 at = end;
             }
@@ -52,10 +90,10 @@ pub fn dump(data_dir: &Path, group: Option<&str>, as_json: bool) -> Result<(), S
     Ok(())
 }
 
-/// `(partition, directory)` of every `__consumer_offsets` partition.
-fn offsets_partitions(data_dir: &Path) -> Result<Vec<(i32, PathBuf)>, String> {
+/// `(partition, directory)` of every partition of `topic` on disk.
+fn partitions_of(data_dir: &Path, topic: &str) -> Result<Vec<(i32, PathBuf)>, String> {
     let entries = std::fs::read_dir(data_dir).map_err(|e| format!("cannot list {}: {e}", data_dir.display()))?;
-    let prefix = format!("{OFFSETS_TOPIC}-");
+    let prefix = format!("{topic}-");
     let mut out: Vec<(i32, PathBuf)> = entries
         .filter_map(Result::ok)
         .filter_map(|e| {
@@ -65,6 +103,49 @@ fn offsets_partitions(data_dir: &Path) -> Result<Vec<(i32, PathBuf)>, String> {
         .collect();
     out.sort();
     Ok(out)
+}
+
+/// A `__transaction_state` record in Kafka's TransactionLogMessageFormatter
+/// spirit: the id, then the stored metadata.
+fn txn_text_line(id: &str, value: Option<&[u8]>) -> Result<String, String> {
+    let Some(v) = value else { return Ok(format!("{id}::NULL")) };
+    let v = TxnValue::decode(v).map_err(|e| e.to_string())?;
+    let partitions: Vec<String> =
+        v.partitions.iter().flat_map(|(t, ps)| ps.iter().map(move |p| format!("{t}-{p}"))).collect();
+    Ok(format!(
+        "{id}::TransactionMetadata(producerId={}, producerEpoch={}, txnTimeoutMs={}, state={}, \
+         topicPartitions=[{}], txnStartTimestamp={}, txnLastUpdateTimestamp={})",
+        v.producer_id,
+        v.producer_epoch,
+        v.timeout_ms,
+        v.state.name(),
+        partitions.join(","),
+        v.start_ms,
+        v.last_update_ms
+    ))
+}
+
+/// Kafka's JSON formatter shape for `__transaction_state`.
+fn txn_json_line(id: &str, value: Option<&[u8]>) -> Result<String, String> {
+    let key = json!({"version": 0, "data": {"transactionalId": id}});
+    let value = match value {
+        None => Value::Null,
+        Some(bytes) => {
+            let v = TxnValue::decode(bytes).map_err(|e| e.to_string())?;
+            let partitions: Vec<Value> =
+                v.partitions.iter().map(|(t, ps)| json!({"topic": t, "partitionIds": ps})).collect();
+            json!({"version": i16::from_be_bytes([bytes[0], bytes[1]]), "data": {
+                "producerId": v.producer_id,
+                "producerEpoch": v.producer_epoch,
+                "transactionTimeoutMs": v.timeout_ms,
+                "transactionStatus": v.state.code(),
+                "transactionPartitions": partitions,
+                "transactionLastUpdateTimestampMs": v.last_update_ms,
+                "transactionStartTimestampMs": v.start_ms,
+            }})
+        }
+    };
+    Ok(json!({"key": key, "value": value}).to_string())
 }
 
 fn segment_files(dir: &Path) -> Result<Vec<PathBuf>, String> {

@@ -35,7 +35,7 @@ use futures_channel::oneshot;
 use kafka_protocol::{
     messages::{
         DeleteGroupsResponse, DescribeGroupsResponse, JoinGroupResponse, LeaveGroupResponse, OffsetCommitResponse,
-        OffsetDeleteResponse, SyncGroupResponse,
+        OffsetDeleteResponse, SyncGroupResponse, TxnOffsetCommitResponse,
     },
     protocol::StrBytes,
 };
@@ -190,6 +190,9 @@ pub struct Coordinator {
     pub(super) next_seq: Cell<u64>,
     /// Records replayed at start, for the start-up log line.
     pub replayed: Cell<u64>,
+    /// Offsets committed inside transactions, by producer id, until their
+    /// marker (`txn_offsets.rs`).
+    pub(super) pending_txn: RefCell<super::txn_offsets::TxnPending>,
 }
 
 pub(super) fn s(v: &str) -> StrBytes {
@@ -207,6 +210,7 @@ impl Coordinator {
             offsets: RefCell::default(),
             next_seq: Cell::new(0),
             replayed: Cell::new(0),
+            pending_txn: RefCell::default(),
         }
     }
 
@@ -361,6 +365,10 @@ impl Coordinator {
 
     pub async fn commit(self: &Rc<Self>, call: CommitOffsets) -> OffsetCommitResponse {
         offsets::commit(self, call.request, call.version).await
+    }
+
+    pub async fn commit_txn(self: &Rc<Self>, call: super::CommitTxnOffsets) -> TxnOffsetCommitResponse {
+        super::txn_offsets::commit(self, call.request).await
     }
 
     pub async fn fetch_offsets(self: &Rc<Self>, call: FetchOffsets) -> Vec<FetchedOffset> {

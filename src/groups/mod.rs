@@ -21,9 +21,11 @@ pub mod records;
 pub mod seam;
 #[cfg(test)]
 mod tests;
+mod txn_offsets;
 
 use kafka_protocol::messages::{
     HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, OffsetCommitRequest, OffsetDeleteRequest, SyncGroupRequest,
+    TxnOffsetCommitRequest,
 };
 
 pub use coordinator::Coordinator;
@@ -108,6 +110,13 @@ pub struct LeaveGroup {
 pub struct CommitOffsets {
     pub request: OffsetCommitRequest,
     pub version: i16,
+}
+
+/// TxnOffsetCommit, answered with its response: offsets pending until
+/// the producer's transaction ends.
+#[derive(Debug)]
+pub struct CommitTxnOffsets {
+    pub request: TxnOffsetCommitRequest,
 }
 
 /// Committed offsets of one group: `None` asks for all of them.

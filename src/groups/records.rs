@@ -217,7 +217,7 @@ pub fn partition_for(group: &str, partitions: i32) -> i32 {
     abs % partitions.max(1)
 }
 
-fn put_str(out: &mut Vec<u8>, s: &str) {
+pub(crate) fn put_str(out: &mut Vec<u8>, s: &str) {
     out.put_i16(s.len() as i16);
     out.put_slice(s.as_bytes());
 }
@@ -234,29 +234,29 @@ fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     out.put_slice(b);
 }
 
-fn need(buf: &[u8], n: usize, what: &str) -> Result<(), DecodeError> {
+pub(crate) fn need(buf: &[u8], n: usize, what: &str) -> Result<(), DecodeError> {
     if buf.len() < n {
         return Err(DecodeError(format!("truncated {what}: need {n} bytes, have {}", buf.len())));
     }
     Ok(())
 }
 
-fn get_i16(buf: &mut &[u8]) -> Result<i16, DecodeError> {
+pub(crate) fn get_i16(buf: &mut &[u8]) -> Result<i16, DecodeError> {
     need(buf, 2, "int16")?;
     Ok(buf.get_i16())
 }
 
-fn get_i32(buf: &mut &[u8]) -> Result<i32, DecodeError> {
+pub(crate) fn get_i32(buf: &mut &[u8]) -> Result<i32, DecodeError> {
     need(buf, 4, "int32")?;
     Ok(buf.get_i32())
 }
 
-fn get_i64(buf: &mut &[u8]) -> Result<i64, DecodeError> {
+pub(crate) fn get_i64(buf: &mut &[u8]) -> Result<i64, DecodeError> {
     need(buf, 8, "int64")?;
     Ok(buf.get_i64())
 }
 
-fn get_opt_str(buf: &mut &[u8]) -> Result<Option<String>, DecodeError> {
+pub(crate) fn get_opt_str(buf: &mut &[u8]) -> Result<Option<String>, DecodeError> {
     let len = get_i16(buf)?;
     if len < 0 {
         return Ok(None);
@@ -267,7 +267,7 @@ fn get_opt_str(buf: &mut &[u8]) -> Result<Option<String>, DecodeError> {
     Ok(Some(s))
 }
 
-fn get_str(buf: &mut &[u8]) -> Result<String, DecodeError> {
+pub(crate) fn get_str(buf: &mut &[u8]) -> Result<String, DecodeError> {
     get_opt_str(buf)?.ok_or_else(|| DecodeError("null where a string is required".into()))
 }
 

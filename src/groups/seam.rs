@@ -49,6 +49,17 @@ pub trait GroupHost {
         records: Vec<OffsetsRecord>,
     ) -> Pin<Box<dyn Future<Output = Result<(), StoreError>>>>;
 
+    /// Appends `records` to partition `partition` of `__consumer_offsets`
+    /// as one transactional batch of `producer_id` at `producer_epoch`
+    /// (TxnOffsetCommit), and resolves once they are durable.
+    fn append_transactional(
+        &self,
+        partition: i32,
+        records: Vec<OffsetsRecord>,
+        producer_id: i64,
+        producer_epoch: i16,
+    ) -> Pin<Box<dyn Future<Output = Result<(), StoreError>>>>;
+
     /// Calls `Coordinator::fire(timer)` once `after` has passed.
     ///
     /// **Contract:** never calls back before returning (the coordinator may

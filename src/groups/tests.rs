@@ -29,6 +29,7 @@ use kafka_protocol::{
     protocol::StrBytes,
 };
 
+use super::CommitTxnOffsets;
 use super::{
     records::{GroupValue, Key},
     seam::{GroupHost, LocalTask, OffsetsRecord, Timer},
@@ -54,6 +55,8 @@ struct World {
     /// `__consumer_offsets`: (partition, records of one append).
     log: RefCell<Vec<(i32, Vec<OffsetsRecord>)>>,
     fail_appends: Cell<bool>,
+    /// Transactional appends: (partition, producer id, epoch).
+    txn_appends: RefCell<Vec<(i32, i64, i16)>>,
 }
 
 impl World {
@@ -93,6 +96,19 @@ impl GroupHost for FakeHost {
             Ok(())
         };
         Box::pin(std::future::ready(result))
+    }
+
+    fn append_transactional(
+        &self,
+        partition: i32,
+        records: Vec<OffsetsRecord>,
+        producer_id: i64,
+        producer_epoch: i16,
+    ) -> Pin<Box<dyn Future<Output = Result<(), StoreError>>>> {
+        if !self.0.fail_appends.get() {
+            self.0.txn_appends.borrow_mut().push((partition, producer_id, producer_epoch));
+        }
+        self.append(partition, records)
     }
 
     fn schedule(&self, after: Duration, timer: Timer) {
@@ -148,6 +164,7 @@ impl Harness {
             tasks: RefCell::default(),
             log: RefCell::default(),
             fail_appends: Cell::new(false),
+            txn_appends: RefCell::default(),
         });
         let c = Rc::new(Coordinator::new(Box::new(FakeHost(world.clone())), 7));
         Self { world, c }
@@ -483,4 +500,68 @@ fn a_commit_is_answered_only_after_its_append_and_failed_appends_say_so() {
     assert_eq!(stored.len(), 1, "one record: the commit that succeeded");
     let partition = super::records::partition_for(GROUP, h.world.settings.offsets_partitions);
     assert!(log.iter().all(|(p, _)| *p == partition), "appended to the group's own partition");
+}
+
+#[test]
+fn transactional_offsets_wait_for_their_marker() {
+    let h = Harness::new(0);
+    let partition = super::records::partition_for(GROUP, h.world.settings.offsets_partitions);
+    let txn_commit = |producer_id: i64, epoch: i16, offset: i64| {
+        let mut p = kafka_protocol::messages::txn_offset_commit_request::TxnOffsetCommitRequestPartition::default();
+        p.partition_index = 2;
+        p.committed_offset = offset;
+        let mut t = kafka_protocol::messages::txn_offset_commit_request::TxnOffsetCommitRequestTopic::default();
+        t.name = TopicName(s("payments"));
+        t.partitions = vec![p];
+        let mut request = kafka_protocol::messages::TxnOffsetCommitRequest::default();
+        request.group_id = GroupId(s(GROUP));
+        request.producer_id = producer_id.into();
+        request.producer_epoch = epoch;
+        request.generation_id = -1;
+        request.topics = vec![t];
+        let call = CommitTxnOffsets { request };
+        let r = h.call(|c| async move { c.commit_txn(call).await }).poll().expect("answered at once");
+        r.topics[0].partitions[0].error_code
+    };
+    let fetched = || {
+        let call = FetchOffsets { group: GROUP.to_string(), topics: Some(vec![("payments".into(), vec![2])]) };
+        h.call(|c| async move { c.fetch_offsets(call).await }).poll().expect("answered at once")[0].offset
+    };
+    assert_eq!(txn_commit(500, 3, 10), NONE);
+    assert_eq!(h.world.txn_appends.borrow().as_slice(), &[(partition, 500, 3)], "the producer's own batch");
+    assert_eq!(fetched(), -1, "pending: OffsetFetch does not see it");
+    h.c.on_txn_marker(partition + 1, 500, 3, true);
+    assert_eq!(fetched(), -1, "a marker on another partition is not this group's");
+    h.c.on_txn_marker(partition, 501, 3, true);
+    assert_eq!(fetched(), -1, "nor another producer's");
+    h.c.on_txn_marker(partition, 500, 3, true);
+    assert_eq!(fetched(), 10, "committed with the transaction");
+    assert_eq!(txn_commit(500, 3, 20), NONE);
+    // Fenced: the abort carries the bumped epoch; the zombie's next commit
+    // is refused and cannot ride on its successor's commit.
+    h.c.on_txn_marker(partition, 500, 4, false);
+    assert_eq!(fetched(), 10, "an abort drops the pending offset");
+    assert_eq!(txn_commit(500, 3, 21), PRODUCER_FENCED);
+    assert_eq!(txn_commit(500, 5, 22), NONE);
+    h.c.on_txn_marker(partition, 500, 5, true);
+    assert_eq!(fetched(), 22, "the successor's offset, and only it");
+    assert_eq!(h.c.pending_txn_offsets(), 0);
+
+    // Replayed at start: pending until the control batch read after it.
+    let fresh = Harness::new(0);
+    let key = Key::Offset { group: GROUP.into(), topic: "payments".into(), partition: 2 }.encode();
+    let value = super::records::OffsetValue {
+        offset: 30,
+        leader_epoch: -1,
+        metadata: String::new(),
+        commit_timestamp: 1,
+        expire_timestamp: -1,
+    }
+    .encode();
+    fresh.c.replay_txn_offset(700, 0, &key, Some(&value)).expect("an offset record");
+    assert_eq!(fresh.c.pending_txn_offsets(), 1);
+    fresh.c.on_txn_marker(partition, 700, 0, true);
+    let call = FetchOffsets { group: GROUP.to_string(), topics: Some(vec![("payments".into(), vec![2])]) };
+    let got = fresh.call(|c| async move { c.fetch_offsets(call).await }).poll().expect("answered")[0].offset;
+    assert_eq!(got, 30);
 }

@@ -45,6 +45,13 @@ pub const FENCED_INSTANCE_ID: ErrorCode = 82;
 pub const GROUP_SUBSCRIBED_TO_TOPIC: ErrorCode = 86;
 pub const INVALID_RECORD: ErrorCode = 87;
 pub const UNKNOWN_TOPIC_ID: ErrorCode = 100;
+pub const INVALID_TXN_STATE: ErrorCode = 48;
+pub const INVALID_PRODUCER_ID_MAPPING: ErrorCode = 49;
+pub const INVALID_TRANSACTION_TIMEOUT: ErrorCode = 50;
+pub const CONCURRENT_TRANSACTIONS: ErrorCode = 51;
+pub const OPERATION_NOT_ATTEMPTED: ErrorCode = 55;
+pub const PRODUCER_FENCED: ErrorCode = 90;
+pub const TRANSACTIONAL_ID_NOT_FOUND: ErrorCode = 105;
 
 #[cfg(test)]
 mod tests {
@@ -96,6 +103,13 @@ mod tests {
             (GROUP_SUBSCRIBED_TO_TOPIC, E::GroupSubscribedToTopic),
             (INVALID_RECORD, E::InvalidRecord),
             (UNKNOWN_TOPIC_ID, E::UnknownTopicId),
+            (INVALID_TXN_STATE, E::InvalidTxnState),
+            (INVALID_PRODUCER_ID_MAPPING, E::InvalidProducerIdMapping),
+            (INVALID_TRANSACTION_TIMEOUT, E::InvalidTransactionTimeout),
+            (CONCURRENT_TRANSACTIONS, E::ConcurrentTransactions),
+            (OPERATION_NOT_ATTEMPTED, E::OperationNotAttempted),
+            (PRODUCER_FENCED, E::ProducerFenced),
+            (TRANSACTIONAL_ID_NOT_FOUND, E::TransactionalIdNotFound),
         ];
         for (ours, kafka) in table {
             assert_eq!(ours, kafka.code(), "{kafka:?}");

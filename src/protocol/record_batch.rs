@@ -584,6 +584,35 @@ pub fn encode_control_batch(marker: &TxnMarker, timestamp: i64) -> Vec<u8> {
     out
 }
 
+/// Encodes `records` as one transactional batch of a producer (attribute
+/// 0x10, its id and epoch, no sequence), as Kafka's group coordinator
+/// writes a TxnOffsetCommit to `__consumer_offsets`: the batch belongs to
+/// the transaction its marker later commits or aborts.
+pub fn encode_transactional_batch(
+    records: &[Record<'_>],
+    timestamp: i64,
+    producer_id: i64,
+    producer_epoch: i16,
+) -> Vec<u8> {
+    let mut out = encode_batch(records, timestamp);
+    out[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&ATTR_TRANSACTIONAL.to_be_bytes());
+    out[PRODUCER_ID_AT..PRODUCER_ID_AT + 8].copy_from_slice(&producer_id.to_be_bytes());
+    out[PRODUCER_EPOCH_AT..PRODUCER_EPOCH_AT + 2].copy_from_slice(&producer_epoch.to_be_bytes());
+    let crc = crc32c(&out[ATTRIBUTES_AT..]);
+    out[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+    out
+}
+
+/// Whether a control record's key (version, type) is a commit marker
+/// (type 1) or an abort (type 0); `None` for any other control record.
+pub fn control_key_commit(key: &[u8]) -> Option<bool> {
+    match key {
+        [_, _, 0, 0, ..] => Some(false),
+        [_, _, 0, 1, ..] => Some(true),
+        _ => None,
+    }
+}
+
 /// The marker a control batch carries: (commit, coordinator epoch); `None`
 /// for a batch that is not a well-formed transaction marker.
 pub fn read_control_batch(batch: &[u8]) -> Option<(bool, i32)> {
@@ -621,5 +650,10 @@ mod control_tests {
         assert_eq!(read_control_batch(&abort), Some((false, 7)));
         let data = encode_batch(&[Record { key: None, value: Some(b"x"), timestamp_delta: 0 }], 0);
         assert_eq!(read_control_batch(&data), None);
+        let txn = encode_transactional_batch(&[Record { key: Some(b"k"), value: None, timestamp_delta: 0 }], 0, 9, 2);
+        let header = check_batch(&txn, usize::MAX).expect("a valid batch");
+        assert_eq!((header.attributes, header.producer_id, header.producer_epoch), (ATTR_TRANSACTIONAL, 9, 2));
+        assert_eq!(header.base_sequence, -1, "no sequence: the log does not check it");
+        assert_eq!(read_control_batch(&txn), None);
     }
 }

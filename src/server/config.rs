@@ -24,6 +24,13 @@ pub struct ServeConfig {
     /// Partitions of `__consumer_offsets`, fixed when it is created at first
     /// start (Kafka's `offsets.topic.num.partitions`).
     pub offsets_topic_num_partitions: i32,
+    /// Partitions of `__transaction_state`, fixed when it is created at
+    /// first start (Kafka's `transaction.state.log.num.partitions`).
+    pub transaction_state_log_num_partitions: i32,
+    /// Kafka's `transaction.max.timeout.ms`.
+    pub transaction_max_timeout_ms: i32,
+    /// Kafka's `transaction.abort.timed.out.transaction.cleanup.interval.ms`.
+    pub transaction_abort_timed_out_transaction_cleanup_interval_ms: u64,
     /// Kafka's `group.initial.rebalance.delay.ms`.
     pub group_initial_rebalance_delay_ms: u64,
     /// Kafka's `offsets.retention.minutes`.
@@ -76,6 +83,9 @@ impl Default for ServeConfig {
             max_request_bytes: 100 << 20,
             node_id: 0,
             offsets_topic_num_partitions: 50,
+            transaction_state_log_num_partitions: 50,
+            transaction_max_timeout_ms: 900_000,
+            transaction_abort_timed_out_transaction_cleanup_interval_ms: 10_000,
             group_initial_rebalance_delay_ms: 3000,
             offsets_retention_minutes: 7 * 24 * 60,
             offsets_retention_check_interval_ms: 600_000,
@@ -127,6 +137,14 @@ impl ServeConfig {
             offsets_retention_check_ms: self.offsets_retention_check_interval_ms.max(1),
             min_session_timeout_ms: self.group_min_session_timeout_ms.max(1),
             ..Default::default()
+        }
+    }
+
+    pub fn txn_settings(&self) -> crate::txn::TxnSettings {
+        crate::txn::TxnSettings {
+            partitions: self.transaction_state_log_num_partitions.clamp(1, 1000),
+            max_timeout_ms: self.transaction_max_timeout_ms.max(1),
+            abort_check_interval_ms: self.transaction_abort_timed_out_transaction_cleanup_interval_ms.max(1),
         }
     }
 

@@ -288,7 +288,15 @@ async fn handle_other(
             None => return Ok(None),
         },
         Request::ListOffsets(req) => respond!(handlers::list_offsets::handle(shard, req, version).await),
-        Request::InitProducerId(req) => respond!(handlers::init_producer_id::handle(shard, req).await),
+        Request::InitProducerId(req) => respond!(handlers::init_producer_id::handle(shard, req, version).await),
+        Request::AddPartitionsToTxn(req) => {
+            respond!(handlers::add_partitions_to_txn::handle(shard, req, version).await)
+        }
+        Request::AddOffsetsToTxn(req) => respond!(handlers::add_offsets_to_txn::handle(shard, req, version).await),
+        Request::EndTxn(req) => respond!(handlers::end_txn::handle(shard, req, version).await),
+        Request::TxnOffsetCommit(req) => respond!(handlers::txn_offset_commit::handle(shard, req, version).await),
+        Request::DescribeTransactions(req) => respond!(handlers::describe_transactions::handle(shard, req).await),
+        Request::ListTransactions(req) => respond!(handlers::list_transactions::handle(shard, req).await),
         Request::WriteTxnMarkers(req) => respond!(handlers::write_txn_markers::handle(shard, req).await),
         Request::FindCoordinator(req) => respond!(groups::find_coordinator(shard, req, version)),
         Request::JoinGroup(req) => {
@@ -338,6 +346,12 @@ enum Request {
     ListGroups(ListGroupsRequest),
     DeleteGroups(DeleteGroupsRequest),
     OffsetDelete(OffsetDeleteRequest),
+    AddPartitionsToTxn(AddPartitionsToTxnRequest),
+    AddOffsetsToTxn(AddOffsetsToTxnRequest),
+    EndTxn(EndTxnRequest),
+    TxnOffsetCommit(TxnOffsetCommitRequest),
+    DescribeTransactions(DescribeTransactionsRequest),
+    ListTransactions(ListTransactionsRequest),
 }
 
 /// Decodes the body after the request header: the one place that maps an
@@ -379,6 +393,12 @@ fn decode_body(key: ApiKey, version: i16, body: &mut Bytes) -> Result<Request, S
         ApiKey::ListGroups => decode!(ListGroups, ListGroupsRequest),
         ApiKey::DeleteGroups => decode!(DeleteGroups, DeleteGroupsRequest),
         ApiKey::OffsetDelete => decode!(OffsetDelete, OffsetDeleteRequest),
+        ApiKey::AddPartitionsToTxn => decode!(AddPartitionsToTxn, AddPartitionsToTxnRequest),
+        ApiKey::AddOffsetsToTxn => decode!(AddOffsetsToTxn, AddOffsetsToTxnRequest),
+        ApiKey::EndTxn => decode!(EndTxn, EndTxnRequest),
+        ApiKey::TxnOffsetCommit => decode!(TxnOffsetCommit, TxnOffsetCommitRequest),
+        ApiKey::DescribeTransactions => decode!(DescribeTransactions, DescribeTransactionsRequest),
+        ApiKey::ListTransactions => decode!(ListTransactions, ListTransactionsRequest),
         other => return Err(format!("{other:?} is not served")),
     })
 }

@@ -72,6 +72,14 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
         config.offsets_topic_segment_bytes,
         cpus.len(),
     )?;
+    let txn = config.txn_settings();
+    crate::shard::txn_glue::ensure_txn_topic(
+        &mut table,
+        &config.data_dir,
+        txn.partitions,
+        config.offsets_topic_segment_bytes,
+        cpus.len(),
+    )?;
     let (nofile, memory) = resource_limits(&config, &table, cpus.len())?;
     let maintenance_every = Duration::from_millis(config.log_maintenance_interval_ms.max(10));
     let disk_reads_per_shard = disk_reads_per_shard(&config, cpus.len())?;
@@ -97,6 +105,7 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
         default_partitions: config.default_partitions.max(1),
         max_request_bytes: config.max_request_bytes,
         groups,
+        txn,
         max_connections_per_shard: config.max_connections.div_ceil(cpus.len()).max(1),
         max_inflight_bytes_per_connection: config
             .max_inflight_request_bytes_per_connection
@@ -325,6 +334,8 @@ async fn run_shard(start: ShardStart) -> Result<(), String> {
     }
     crate::shard::group_glue::load_groups(&shard).await;
     crate::shard::group_glue::spawn_offset_expiry(&shard);
+    crate::shard::txn_glue::load_txns(&shard).await;
+    crate::shard::txn_glue::spawn_txn_timeouts(&shard);
     crate::shard::maintenance::spawn_log_maintenance(&shard, maintenance_every);
     if let Some(listener) = metrics {
         let listener = into_glommio(listener).map_err(|e| format!("metrics listener: {e}"))?;

@@ -12,15 +12,16 @@ use std::{future::Future, rc::Rc};
 
 use kafka_protocol::messages::{
     DeleteGroupsResponse, DescribeGroupsResponse, JoinGroupResponse, LeaveGroupResponse, OffsetCommitResponse,
-    OffsetDeleteResponse, SyncGroupResponse,
+    OffsetDeleteResponse, SyncGroupResponse, TxnOffsetCommitResponse,
 };
 
 use crate::{
     groups::{
-        CommitOffsets, DeleteGroups, DeleteOffsets, DescribeGroups, FetchOffsets, FetchedOffset, Heartbeat, JoinGroup,
-        LeaveGroup, ListGroups, ListedGroup, SyncGroup,
+        CommitOffsets, CommitTxnOffsets, DeleteGroups, DeleteOffsets, DescribeGroups, FetchOffsets, FetchedOffset,
+        Heartbeat, JoinGroup, LeaveGroup, ListGroups, ListedGroup, SyncGroup,
     },
     metrics::snapshot::ShardSnapshot,
+    protocol::errors::ErrorCode,
     shard::{
         messages::{
             AllocateProducerId, AlterConfigs, ApplyTopics, CreatePartitions, CreateTopics, DeleteRecords, DeleteTopics,
@@ -29,6 +30,7 @@ use crate::{
         },
         Shard,
     },
+    txn::{AddTxnPartitions, DescribeTxns, EndTxn, InitTxnProducer, ListTxns, ListedTxn, TxnDescription, TxnProducer},
 };
 
 /// A call one shard makes on another (or on itself, as a plain call), and
@@ -152,6 +154,13 @@ cross_shard_calls! {
     ListGroups -> Vec<ListedGroup> = |shard, call| shard.groups.list(call);
     DeleteGroups -> DeleteGroupsResponse = |shard, call| shard.groups.delete_groups(call);
     DeleteOffsets -> OffsetDeleteResponse = |shard, call| shard.groups.delete_offsets(call);
+    CommitTxnOffsets -> TxnOffsetCommitResponse = |shard, call| shard.groups.commit_txn(call);
+    // To a transactional id's coordinator shard.
+    InitTxnProducer -> TxnProducer = |shard, call| shard.txn.init_producer(call);
+    AddTxnPartitions -> Vec<(String, i32, ErrorCode)> = |shard, call| shard.txn.add_partitions(call);
+    EndTxn -> ErrorCode = |shard, call| shard.txn.end(call);
+    DescribeTxns -> Vec<TxnDescription> = |shard, call| std::future::ready(shard.txn.describe(call));
+    ListTxns -> Vec<ListedTxn> = |shard, call| std::future::ready(shard.txn.list(call));
     WriteTxnMarkers -> Vec<MarkerWritten> = |shard, call| shard.write_txn_markers(call);
     AllocateProducerId -> Result<i64, ProducerIdError> = |shard, AllocateProducerId| shard.allocate_producer_id();
     Metrics -> Box<ShardSnapshot> =

@@ -19,7 +19,7 @@ use crate::{
         seam::{LocalTask, OffsetsRecord},
         GroupHost, GroupSettings, StoreError, Timer, OFFSETS_TOPIC,
     },
-    protocol::record_batch::{self, BatchHeader, Record},
+    protocol::record_batch::{self, BatchHeader, Record, ATTR_CONTROL, ATTR_TRANSACTIONAL},
     shard::{
         router,
         topics::{new_topic_id, TopicMeta, TopicTable},
@@ -43,7 +43,7 @@ pub(super) struct ShardGroupHost {
 /// Starts a task that first yields, so it never runs inside the caller's
 /// `RefCell` borrows (glommio may poll a new task right away): the seam's
 /// contract for `schedule` and `spawn`.
-fn spawn_after_yield(task: impl Future<Output = ()> + 'static) {
+pub(super) fn spawn_after_yield(task: impl Future<Output = ()> + 'static) {
     glommio::spawn_local(async move {
         futures_lite::future::yield_now().await;
         task.await
@@ -90,6 +90,30 @@ impl GroupHost for ShardGroupHost {
                 .map(|(k, v)| Record { key: Some(k.as_slice()), value: v.as_deref(), timestamp_delta: 0 })
                 .collect();
             let batch = record_batch::encode_batch(&recs, system_now_ms());
+            let result = p.log.append(BytesMut::from(&batch[..]), Durability::Synced).await;
+            p.appended.notify_all();
+            result.map(|_| ()).map_err(|e| StoreError::Storage(Box::new(e)))
+        })
+    }
+
+    fn append_transactional(
+        &self,
+        partition: i32,
+        records: Vec<OffsetsRecord>,
+        producer_id: i64,
+        producer_epoch: i16,
+    ) -> Pin<Box<dyn Future<Output = Result<(), StoreError>>>> {
+        let shard = self.shard.clone();
+        Box::pin(async move {
+            let Some(shard) = shard.upgrade() else { return Err(StoreError::ShuttingDown) };
+            let Some(p) = shard.partition(OFFSETS_TOPIC, partition) else {
+                return Err(StoreError::NotOpen { partition });
+            };
+            let recs: Vec<Record<'_>> = records
+                .iter()
+                .map(|(k, v)| Record { key: Some(k.as_slice()), value: v.as_deref(), timestamp_delta: 0 })
+                .collect();
+            let batch = record_batch::encode_transactional_batch(&recs, system_now_ms(), producer_id, producer_epoch);
             let result = p.log.append(BytesMut::from(&batch[..]), Durability::Synced).await;
             p.appended.notify_all();
             result.map(|_| ()).map_err(|e| StoreError::Storage(Box::new(e)))
@@ -150,13 +174,26 @@ pub fn ensure_offsets_topic(
 pub async fn load_groups(shard: &Rc<Shard>) {
     let started = Instant::now();
     let partitions = shard.groups_partitions();
-    let total: i64 = partitions.iter().map(|p| p.log.log_end() - p.log.log_start()).sum();
+    let total: i64 = partitions.iter().map(|(_, p)| p.log.log_end() - p.log.log_start()).sum();
     let mut done = 0i64;
     let mut next_report = Instant::now() + REPLAY_REPORT_EVERY;
-    for p in partitions {
+    for (number, p) in partitions {
         let mut offset = p.log.log_start();
         while offset < p.log.log_end() {
-            let Some(next) = replay_chunk(shard, &p, offset).await else { break };
+            // Offsets committed inside a transaction wait for its marker.
+            let mut each = |h: &BatchHeader, key: &[u8], value: Option<&[u8]>| {
+                if h.attributes & ATTR_CONTROL != 0 {
+                    if let Some(commit) = record_batch::control_key_commit(key) {
+                        shard.groups.on_txn_marker(number, h.producer_id, h.producer_epoch, commit);
+                    }
+                    Ok(())
+                } else if h.attributes & ATTR_TRANSACTIONAL != 0 {
+                    shard.groups.replay_txn_offset(h.producer_id, h.producer_epoch, key, value)
+                } else {
+                    shard.groups.replay(key, value)
+                }
+            };
+            let Some(next) = replay_chunk(shard, &p, offset, &mut each).await else { break };
             if next == offset {
                 break; // nothing readable: leave the rest alone
             }
@@ -180,9 +217,20 @@ pub async fn load_groups(shard: &Rc<Shard>) {
     }
 }
 
-/// Replays the batches of one read from `offset` into the coordinator;
-/// the offset after the last whole batch, or `None` if the read failed.
-async fn replay_chunk(shard: &Shard, p: &Partition, offset: i64) -> Option<i64> {
+/// Takes one keyed record read back at start: its batch's header, its key
+/// and its value (`None`: a tombstone).
+pub(super) type ReplayRecord<'a, E> = dyn FnMut(&BatchHeader, &[u8], Option<&[u8]>) -> Result<(), E> + 'a;
+
+/// Hands each keyed record of the batches of one read from `offset` to
+/// `each` (with its batch's header); the offset after the last whole
+/// batch, or `None` if the read failed. Records `each` cannot read are
+/// logged and skipped.
+pub(super) async fn replay_chunk<E: std::fmt::Display>(
+    shard: &Shard,
+    p: &Partition,
+    offset: i64,
+    each: &mut ReplayRecord<'_, E>,
+) -> Option<i64> {
     let slice = match p.log.read(offset, REPLAY_READ_BYTES).await {
         Ok(s) => s,
         Err(e) => {
@@ -206,7 +254,7 @@ async fn replay_chunk(shard: &Shard, p: &Partition, offset: i64) -> Option<i64> 
             Ok(records) => {
                 for r in records {
                     let Some(key) = r.key else { continue };
-                    if let Err(e) = shard.groups.replay(key, r.value) {
+                    if let Err(e) = each(&header, key, r.value) {
                         log::warn!("{}: skipping record at offset {}: {e}", p.log.name(), r.offset);
                     }
                 }

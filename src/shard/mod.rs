@@ -18,6 +18,7 @@ pub mod group_glue;
 pub mod maintenance;
 mod owner;
 mod topic_admin;
+pub mod txn_glue;
 
 use std::{
     cell::{Cell, RefCell},
@@ -55,6 +56,7 @@ pub struct BrokerSettings {
     pub default_partitions: i32,
     pub max_request_bytes: usize,
     pub groups: crate::groups::GroupSettings,
+    pub txn: crate::txn::TxnSettings,
     /// Connections one shard accepts at once.
     pub max_connections_per_shard: usize,
     pub max_inflight_bytes_per_connection: usize,
@@ -142,6 +144,8 @@ pub struct Shard {
     pub inflight_bytes: Rc<glommio::sync::Semaphore>,
     /// The consumer groups this shard coordinates, and their offsets.
     pub groups: Rc<crate::groups::Coordinator>,
+    /// The transactional ids this shard coordinates.
+    pub txn: Rc<crate::txn::TxnCoordinator>,
     /// This shard's counters (plain cells: only this thread touches them).
     pub metrics: crate::metrics::ShardMetrics,
     /// Partition reads in progress (see `BrokerSettings::disk_reads_per_shard`).
@@ -158,6 +162,7 @@ impl Shard {
         let shard_budget = settings.max_inflight_bytes_per_shard as u64;
         let read_permits = settings.disk_reads_per_shard.max(1) as u64;
         let group_settings = settings.clone();
+        let txn_settings = settings.clone();
         Rc::new_cyclic(|me| Self {
             id: senders.peer_id(),
             count: senders.nr_consumers(),
@@ -172,6 +177,10 @@ impl Shard {
                 Box::new(group_glue::ShardGroupHost { shard: me.clone(), settings: group_settings }),
                 group_glue::member_id_seed(),
             )),
+            txn: Rc::new(crate::txn::TxnCoordinator::new(Box::new(txn_glue::ShardTxnHost {
+                shard: me.clone(),
+                settings: txn_settings,
+            }))),
             metrics: Default::default(),
             reads: glommio::sync::Semaphore::new(read_permits),
             producer_ids: Cell::new((0, 0)),
@@ -200,13 +209,14 @@ impl Shard {
         self.partitions.borrow().values().cloned().collect()
     }
 
-    /// The `__consumer_offsets` partitions this shard owns.
-    pub fn groups_partitions(&self) -> Vec<Rc<Partition>> {
+    /// The `__consumer_offsets` partitions this shard owns, with their
+    /// numbers, in order.
+    pub fn groups_partitions(&self) -> Vec<(i32, Rc<Partition>)> {
         let partitions = self.partitions.borrow();
         let mut out: Vec<(i32, Rc<Partition>)> =
             partitions.of_topic(crate::groups::OFFSETS_TOPIC).map(|(p, part)| (p, part.clone())).collect();
         out.sort_by_key(|(p, _)| *p);
-        out.into_iter().map(|(_, p)| p).collect()
+        out
     }
 
     /// Makes `call` on shard `target` and waits for its reply; a plain call

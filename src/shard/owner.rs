@@ -348,6 +348,16 @@ impl Shard {
                         Some(p) => match p.log.append_marker(marker, now).await {
                             Ok(_) => {
                                 p.appended.notify_all();
+                                // The group coordinator holds the producer's
+                                // transactional offsets until this marker.
+                                if &*topic == crate::groups::OFFSETS_TOPIC {
+                                    shard.groups.on_txn_marker(
+                                        partition,
+                                        marker.producer_id,
+                                        marker.producer_epoch,
+                                        marker.commit,
+                                    );
+                                }
                                 errors::NONE
                             }
                             Err(e) => {

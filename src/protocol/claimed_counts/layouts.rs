@@ -111,6 +111,12 @@ pub(super) fn message(key: ApiKey) -> Option<Message> {
         ApiKey::DeleteGroups => (2, &DELETE_GROUPS_REQUEST),
         ApiKey::OffsetDelete => (NEVER, &OFFSET_DELETE_REQUEST),
         ApiKey::ApiVersions => (3, &API_VERSIONS_REQUEST),
+        ApiKey::AddPartitionsToTxn => (3, &ADD_PARTITIONS_TO_TXN_REQUEST),
+        ApiKey::AddOffsetsToTxn => (3, &ADD_OFFSETS_TO_TXN_REQUEST),
+        ApiKey::EndTxn => (3, &END_TXN_REQUEST),
+        ApiKey::TxnOffsetCommit => (3, &TXN_OFFSET_COMMIT_REQUEST),
+        ApiKey::DescribeTransactions => (0, &DESCRIBE_TRANSACTIONS_REQUEST),
+        ApiKey::ListTransactions => (0, &LIST_TRANSACTIONS_REQUEST),
         _ => return None,
     };
     Some(Message { flexible_from, body })
@@ -424,6 +430,64 @@ const OFFSET_DELETE_REQUEST_TOPIC: Struct =
 // ApiVersionsRequest
 const API_VERSIONS_REQUEST: Struct =
     s(&[f("client_software_name", 3, MAX, STR), f("client_software_version", 3, MAX, STR)]);
+
+// AddPartitionsToTxnRequest (v0–3: the `v3_and_below_*` fields; v4+'s
+// batch is not served)
+const ADD_PARTITIONS_TO_TXN_REQUEST: Struct = s(&[
+    f("v3_and_below_transactional_id", 0, 3, STR),
+    f("v3_and_below_producer_id", 0, 3, I64),
+    f("v3_and_below_producer_epoch", 0, 3, I16),
+    f("v3_and_below_topics", 0, 3, arr(&ADD_PARTITIONS_TO_TXN_TOPIC)),
+]);
+const ADD_PARTITIONS_TO_TXN_TOPIC: Struct =
+    s(&[f("name", 0, MAX, STR), f("partitions", 0, MAX, Kind::Array(Elem::Fixed(4)))]);
+
+// AddOffsetsToTxnRequest
+const ADD_OFFSETS_TO_TXN_REQUEST: Struct = s(&[
+    f("transactional_id", 0, MAX, STR),
+    f("producer_id", 0, MAX, I64),
+    f("producer_epoch", 0, MAX, I16),
+    f("group_id", 0, MAX, STR),
+]);
+
+// EndTxnRequest
+const END_TXN_REQUEST: Struct = s(&[
+    f("transactional_id", 0, MAX, STR),
+    f("producer_id", 0, MAX, I64),
+    f("producer_epoch", 0, MAX, I16),
+    f("committed", 0, MAX, BOOL),
+]);
+
+// TxnOffsetCommitRequest
+const TXN_OFFSET_COMMIT_REQUEST: Struct = s(&[
+    f("transactional_id", 0, MAX, STR),
+    f("group_id", 0, MAX, STR),
+    f("producer_id", 0, MAX, I64),
+    f("producer_epoch", 0, MAX, I16),
+    f("generation_id", 3, MAX, I32),
+    f("member_id", 3, MAX, STR),
+    f("group_instance_id", 3, MAX, STR),
+    f("topics", 0, MAX, arr(&TXN_OFFSET_COMMIT_REQUEST_TOPIC)),
+]);
+const TXN_OFFSET_COMMIT_REQUEST_PARTITION: Struct = s(&[
+    f("partition_index", 0, MAX, I32),
+    f("committed_offset", 0, MAX, I64),
+    f("committed_leader_epoch", 2, MAX, I32),
+    f("committed_metadata", 0, MAX, STR),
+]);
+const TXN_OFFSET_COMMIT_REQUEST_TOPIC: Struct =
+    s(&[f("name", 0, MAX, STR), f("partitions", 0, MAX, arr(&TXN_OFFSET_COMMIT_REQUEST_PARTITION))]);
+
+// DescribeTransactionsRequest
+const DESCRIBE_TRANSACTIONS_REQUEST: Struct = s(&[f("transactional_ids", 0, MAX, Kind::Array(Elem::Str))]);
+
+// ListTransactionsRequest
+const LIST_TRANSACTIONS_REQUEST: Struct = s(&[
+    f("state_filters", 0, MAX, Kind::Array(Elem::Str)),
+    f("producer_id_filters", 0, MAX, Kind::Array(Elem::Fixed(8))),
+    f("duration_filter", 1, MAX, I64),
+    f("transactional_id_pattern", 2, MAX, STR),
+]);
 
 // RequestHeader
 const REQUEST_HEADER: Struct = s(&[

@@ -65,6 +65,12 @@ fn crate_reads(key: ApiKey, version: i16, body: &[u8]) -> Option<Result<usize, S
         ApiKey::DeleteGroups => read!(DeleteGroupsRequest),
         ApiKey::OffsetDelete => read!(OffsetDeleteRequest),
         ApiKey::ApiVersions => read!(ApiVersionsRequest),
+        ApiKey::AddPartitionsToTxn => read!(AddPartitionsToTxnRequest),
+        ApiKey::AddOffsetsToTxn => read!(AddOffsetsToTxnRequest),
+        ApiKey::EndTxn => read!(EndTxnRequest),
+        ApiKey::TxnOffsetCommit => read!(TxnOffsetCommitRequest),
+        ApiKey::DescribeTransactions => read!(DescribeTransactionsRequest),
+        ApiKey::ListTransactions => read!(ListTransactionsRequest),
         _ => return None,
     };
     Some(result.map(|()| body.len() - buf.len()))
@@ -106,6 +112,12 @@ fn default_body(key: ApiKey, version: i16) -> Bytes {
         ApiKey::DeleteGroups => enc!(DeleteGroupsRequest),
         ApiKey::OffsetDelete => enc!(OffsetDeleteRequest),
         ApiKey::ApiVersions => enc!(ApiVersionsRequest),
+        ApiKey::AddPartitionsToTxn => enc!(AddPartitionsToTxnRequest),
+        ApiKey::AddOffsetsToTxn => enc!(AddOffsetsToTxnRequest),
+        ApiKey::EndTxn => enc!(EndTxnRequest),
+        ApiKey::TxnOffsetCommit => enc!(TxnOffsetCommitRequest),
+        ApiKey::DescribeTransactions => enc!(DescribeTransactionsRequest),
+        ApiKey::ListTransactions => enc!(ListTransactionsRequest),
         other => panic!("{other:?} is not served"),
     }
 }
@@ -138,6 +150,10 @@ fn populated_body(key: ApiKey, v: i16) -> Option<Bytes> {
         ApiKey::ListGroups => encode(&super::tests_populated::list_groups(v), v),
         ApiKey::DeleteGroups => encode(&super::tests_populated::delete_groups(v), v),
         ApiKey::OffsetDelete => encode(&super::tests_populated::offset_delete(v), v),
+        ApiKey::AddPartitionsToTxn => encode(&super::tests_populated::add_partitions_to_txn(v), v),
+        ApiKey::TxnOffsetCommit => encode(&super::tests_populated::txn_offset_commit(v), v),
+        ApiKey::DescribeTransactions => encode(&super::tests_populated::describe_transactions(v), v),
+        ApiKey::ListTransactions => encode(&super::tests_populated::list_transactions(v), v),
         _ => return None,
     })
 }

@@ -327,3 +327,52 @@ pub fn offset_delete(_v: i16) -> OffsetDeleteRequest {
     let t = |n: &str| OffsetDeleteRequestTopic::default().with_name(topic(n)).with_partitions(vec![p(0), p(1)]);
     OffsetDeleteRequest::default().with_group_id(GroupId(s("group"))).with_topics(two(t, "forget-a", "forget-b"))
 }
+
+pub fn add_partitions_to_txn(v: i16) -> AddPartitionsToTxnRequest {
+    let t = |n: &str| {
+        add_partitions_to_txn_request::AddPartitionsToTxnTopic::default()
+            .with_name(topic(n))
+            .with_partitions(vec![0, 1])
+            .with_unknown_tagged_fields(unknown(v, 3))
+    };
+    AddPartitionsToTxnRequest::default()
+        .with_v3_and_below_transactional_id(TransactionalId(s("txn")))
+        .with_v3_and_below_producer_id(ProducerId(7))
+        .with_v3_and_below_topics(two(t, "txn-a", "txn-b"))
+}
+
+pub fn txn_offset_commit(v: i16) -> TxnOffsetCommitRequest {
+    let p = |i: i32| {
+        txn_offset_commit_request::TxnOffsetCommitRequestPartition::default()
+            .with_partition_index(i)
+            .with_committed_metadata(Some(s("meta")))
+            .with_unknown_tagged_fields(unknown(v, 3))
+    };
+    let t = |n: &str| {
+        txn_offset_commit_request::TxnOffsetCommitRequestTopic::default()
+            .with_name(topic(n))
+            .with_partitions(vec![p(0), p(1)])
+    };
+    let r = TxnOffsetCommitRequest::default()
+        .with_transactional_id(TransactionalId(s("txn")))
+        .with_group_id(GroupId(s("group")))
+        .with_topics(two(t, "txn-commit-a", "txn-commit-b"));
+    if v >= 3 {
+        r.with_member_id(s("member")).with_group_instance_id(Some(s("instance")))
+    } else {
+        r
+    }
+}
+
+pub fn describe_transactions(v: i16) -> DescribeTransactionsRequest {
+    DescribeTransactionsRequest::default()
+        .with_transactional_ids(vec![TransactionalId(s("a")), TransactionalId(s("b"))])
+        .with_unknown_tagged_fields(unknown(v, 0))
+}
+
+pub fn list_transactions(v: i16) -> ListTransactionsRequest {
+    ListTransactionsRequest::default()
+        .with_state_filters(vec![s("Ongoing"), s("Empty")])
+        .with_producer_id_filters(vec![ProducerId(1), ProducerId(2)])
+        .with_unknown_tagged_fields(unknown(v, 0))
+}

@@ -1,4 +1,5 @@
-//! The group APIs: FindCoordinator 0–4, JoinGroup 0–7, SyncGroup 0–5,
+//! The group APIs: FindCoordinator 0–6 (key type 0, groups, and 1,
+//! transactional ids, whose coordinator is found in `txn_route`), JoinGroup 0–7, SyncGroup 0–5,
 //! Heartbeat 0–4, LeaveGroup 0–4, OffsetCommit 2–8, OffsetFetch 1–8,
 //! DescribeGroups 0–5, ListGroups 0–4, DeleteGroups 0–2, OffsetDelete 0.
 //!
@@ -55,11 +56,24 @@ pub fn find_coordinator(shard: &Shard, req: FindCoordinatorRequest, version: i16
     for key in keys {
         let mut c = CoordinatorOut::default();
         c.key = str_bytes(&key);
-        if req.key_type == 1 {
-            c.error_code = COORDINATOR_NOT_AVAILABLE;
-            c.error_message = Some(str_bytes("transactions are not supported yet"));
+        let available = match req.key_type {
+            1 => super::txn_route::coordinator_of(shard, &key).is_some(),
+            _ => coordinator_of(shard, &key).is_some(),
+        };
+        if req.key_type == 1 && key.is_empty() {
+            c.error_code = errors::INVALID_REQUEST;
+            c.error_message = Some(str_bytes("empty transactional id"));
             c.node_id = (-1).into();
             c.port = -1;
+        } else if req.key_type == 1 && !available {
+            c.error_code = COORDINATOR_NOT_AVAILABLE;
+            c.error_message = Some(str_bytes(&format!("{} is not available", crate::txn::TXN_TOPIC)));
+            c.node_id = (-1).into();
+            c.port = -1;
+        } else if req.key_type == 1 {
+            c.node_id = settings.node_id.into();
+            c.host = str_bytes(&settings.advertised_host);
+            c.port = settings.advertised_port;
         } else if req.key_type != 0 {
             // 2 is a share group's (KIP-932, v6); there are none here.
             c.error_code = errors::INVALID_REQUEST;
@@ -70,7 +84,7 @@ pub fn find_coordinator(shard: &Shard, req: FindCoordinatorRequest, version: i16
             c.error_code = INVALID_GROUP_ID;
             c.node_id = (-1).into();
             c.port = -1;
-        } else if coordinator_of(shard, &key).is_none() {
+        } else if !available {
             c.error_code = COORDINATOR_NOT_AVAILABLE;
             c.error_message = Some(str_bytes(&format!("{OFFSETS_TOPIC} is not available")));
             c.node_id = (-1).into();

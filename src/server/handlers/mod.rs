@@ -1,6 +1,8 @@
 //! One file per Kafka API. Each states the versions it serves and reads
 //! decode → route → respond.
 
+pub mod add_offsets_to_txn;
+pub mod add_partitions_to_txn;
 pub mod api_versions;
 pub mod cluster;
 pub mod configs;
@@ -8,12 +10,17 @@ pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_records;
 pub mod delete_topics;
+pub mod describe_transactions;
+pub mod end_txn;
 pub mod fetch;
 pub mod groups;
 pub mod init_producer_id;
 pub mod list_offsets;
+pub mod list_transactions;
 pub mod metadata;
 pub mod produce;
+pub mod txn_offset_commit;
+pub mod txn_route;
 pub mod write_txn_markers;
 
 use kafka_protocol::messages::ApiKey;
@@ -53,6 +60,12 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
     (ApiKey::DescribeLogDirs, 1, 4),
+    (ApiKey::AddPartitionsToTxn, 0, 3),
+    (ApiKey::AddOffsetsToTxn, 0, 3),
+    (ApiKey::EndTxn, 0, 3),
+    (ApiKey::TxnOffsetCommit, 0, 3),
+    (ApiKey::DescribeTransactions, 0, 0),
+    (ApiKey::ListTransactions, 0, 0),
     (ApiKey::WriteTxnMarkers, 1, 1),
 ];
 

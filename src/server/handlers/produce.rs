@@ -68,7 +68,7 @@ async fn respond(shard: &Rc<Shard>, request: ProduceRequest, critical: &mut Crit
     let acks = request.acks;
     // A transactional id needs nothing here: its batches carry the
     // transactional attribute and are checked by the log like any
-    // idempotent batch (ACLs, issue 17, will check the id).
+    // idempotent batch; their visibility (LSO, aborted index) is the log's.
     if !matches!(acks, -1..=1) {
         return Some(reject_all(&request, errors::INVALID_REQUIRED_ACKS, "acks must be 0, 1 or -1"));
     }

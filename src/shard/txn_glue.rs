@@ -1,0 +1,220 @@
+//! The shard's transaction glue: its side of the transaction coordinator's
+//! seam ([`TxnHost`]: its `__transaction_state` partitions, markers sent
+//! to each partition's owner as `WriteTxnMarkers` calls, producer ids from
+//! the controller, glommio tasks, the system clock), the creation of
+//! `__transaction_state` at first start, the replay of this shard's
+//! partitions of it, and the timeout timer.
+
+use std::{
+    collections::BTreeMap,
+    rc::{Rc, Weak},
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use bytes::BytesMut;
+
+use crate::{
+    groups::StoreError,
+    protocol::{
+        errors::{self, ErrorCode},
+        record_batch::{self, BatchHeader, Record, TxnMarker},
+    },
+    shard::{
+        group_glue::{replay_chunk, spawn_after_yield, system_now_ms},
+        messages::{AllocateProducerId, WriteTxnMarkers},
+        router,
+        topics::{new_topic_id, TopicMeta, TopicTable},
+        BrokerSettings, Partition, Shard,
+    },
+    storage::Durability,
+    txn::{
+        seam::{LocalFuture, LocalTask},
+        TxnHost, TxnSettings, TXN_TOPIC,
+    },
+};
+
+/// Reaches its shard through a `Weak`: the shard owns the coordinator,
+/// which owns this.
+pub(super) struct ShardTxnHost {
+    pub(super) shard: Weak<Shard>,
+    pub(super) settings: Arc<BrokerSettings>,
+}
+
+impl TxnHost for ShardTxnHost {
+    fn settings(&self) -> &TxnSettings {
+        &self.settings.txn
+    }
+
+    fn now_ms(&self) -> i64 {
+        system_now_ms()
+    }
+
+    fn partition_exists(&self, topic: &str, partition: i32) -> bool {
+        let Some(shard) = self.shard.upgrade() else { return false };
+        let table = shard.topics();
+        table.topics.get(topic).is_some_and(|m| (0..m.partitions()).contains(&partition))
+    }
+
+    fn append(&self, partition: i32, key: Vec<u8>, value: Option<Vec<u8>>) -> LocalFuture<Result<(), StoreError>> {
+        let shard = self.shard.clone();
+        Box::pin(async move {
+            let Some(shard) = shard.upgrade() else { return Err(StoreError::ShuttingDown) };
+            let Some(p) = shard.partition(TXN_TOPIC, partition) else {
+                return Err(StoreError::NotOpen { partition });
+            };
+            let record = Record { key: Some(key.as_slice()), value: value.as_deref(), timestamp_delta: 0 };
+            let batch = record_batch::encode_batch(&[record], system_now_ms());
+            let result = p.log.append(BytesMut::from(&batch[..]), Durability::Synced).await;
+            p.appended.notify_all();
+            result.map(|_| ()).map_err(|e| StoreError::Storage(Box::new(e)))
+        })
+    }
+
+    fn write_markers(
+        &self,
+        marker: TxnMarker,
+        partitions: Vec<(String, i32)>,
+    ) -> LocalFuture<Vec<(String, i32, ErrorCode)>> {
+        let shard = self.shard.clone();
+        Box::pin(async move {
+            let Some(shard) = shard.upgrade() else {
+                return partitions.into_iter().map(|(t, p)| (t, p, errors::COORDINATOR_NOT_AVAILABLE)).collect();
+            };
+            write_markers(&shard, marker, partitions).await
+        })
+    }
+
+    fn allocate_producer_id(&self) -> LocalFuture<Result<i64, String>> {
+        let shard = self.shard.clone();
+        Box::pin(async move {
+            let shard = shard.upgrade().ok_or("the broker is shutting down")?;
+            match shard.ask(router::CONTROLLER, AllocateProducerId).await {
+                Ok(result) => result.map_err(|e| e.to_string()),
+                Err(_) => Err("the controller shard is gone (shutting down)".into()),
+            }
+        })
+    }
+
+    fn spawn(&self, task: LocalTask) {
+        spawn_after_yield(task);
+    }
+}
+
+/// Sends `marker` to the owner of each partition, one `WriteTxnMarkers`
+/// call per owner shard, all at once; answers per partition.
+async fn write_markers(
+    shard: &Rc<Shard>,
+    marker: TxnMarker,
+    partitions: Vec<(String, i32)>,
+) -> Vec<(String, i32, ErrorCode)> {
+    let table = shard.topics();
+    let mut out = Vec::with_capacity(partitions.len());
+    let mut by_owner: BTreeMap<usize, Vec<_>> = BTreeMap::new();
+    for (topic, partition) in partitions {
+        match (table.handle(&topic), router::owner(&table, &topic, partition, shard.count)) {
+            (Some(handle), Some(owner)) => by_owner.entry(owner).or_default().push((handle, partition)),
+            _ => out.push((topic, partition, errors::UNKNOWN_TOPIC_OR_PARTITION)),
+        }
+    }
+    let calls: Vec<_> = by_owner
+        .into_iter()
+        .map(|(owner, partitions)| {
+            let shard = shard.clone();
+            glommio::spawn_local(async move {
+                let asked: Vec<_> = partitions.iter().map(|(t, p)| (t.to_string(), *p)).collect();
+                let answered: Vec<(String, i32, ErrorCode)> = match shard
+                    .ask(owner, WriteTxnMarkers { marker, partitions })
+                    .await
+                {
+                    Ok(written) => written.into_iter().map(|w| (w.topic.to_string(), w.partition, w.error)).collect(),
+                    Err(_) => asked.into_iter().map(|(t, p)| (t, p, errors::COORDINATOR_NOT_AVAILABLE)).collect(),
+                };
+                answered
+            })
+        })
+        .collect();
+    for call in calls {
+        out.extend(call.await);
+    }
+    out
+}
+
+/// Creates `__transaction_state` at first start: internal, compacted, with
+/// the configured partition count spread over the shards.
+pub fn ensure_txn_topic(
+    table: &mut TopicTable,
+    data_dir: &std::path::Path,
+    partitions: i32,
+    segment_bytes: u64,
+    shards: usize,
+) -> Result<(), String> {
+    if table.topics.contains_key(TXN_TOPIC) {
+        return Ok(());
+    }
+    let configs = [("cleanup.policy", "compact".to_string()), ("segment.bytes", segment_bytes.to_string())]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+    let meta = TopicMeta {
+        id: new_topic_id(),
+        shards: router::assign(TXN_TOPIC, partitions, shards),
+        configs,
+        internal: true,
+    };
+    table.topics.insert(TXN_TOPIC.into(), meta);
+    table.save(data_dir).map_err(|e| format!("cannot persist topic metadata in {}: {e}", data_dir.display()))
+}
+
+/// The `__transaction_state` partitions this shard owns, in order.
+fn txn_partitions(shard: &Shard) -> Vec<Rc<Partition>> {
+    let table = shard.topics();
+    let count = table.topics.get(TXN_TOPIC).map_or(0, TopicMeta::partitions);
+    (0..count).filter_map(|p| shard.partition(TXN_TOPIC, p)).collect()
+}
+
+/// Replays the `__transaction_state` partitions this shard owns into its
+/// transaction coordinator, then finishes every prepared transaction.
+pub async fn load_txns(shard: &Rc<Shard>) {
+    let started = Instant::now();
+    let mut records = 0u64;
+    for p in txn_partitions(shard) {
+        let mut offset = p.log.log_start();
+        while offset < p.log.log_end() {
+            let mut each = |_: &BatchHeader, key: &[u8], value: Option<&[u8]>| {
+                records += 1;
+                shard.txn.replay(key, value)
+            };
+            let Some(next) = replay_chunk(shard, &p, offset, &mut each).await else { break };
+            if next == offset {
+                break; // nothing readable: leave the rest alone
+            }
+            offset = next;
+        }
+    }
+    let prepared = shard.txn.complete_prepared();
+    if records > 0 {
+        log::info!(
+            "shard {}: loaded {} transactional ids from {records} records in {} ms; completing {prepared} prepared",
+            shard.id,
+            shard.txn.len(),
+            started.elapsed().as_millis()
+        );
+    }
+}
+
+/// Every `abort_check_interval_ms`, aborts expired transactions and
+/// retries unfinished markers, in the shard's background queue.
+pub fn spawn_txn_timeouts(shard: &Rc<Shard>) {
+    let every = Duration::from_millis(shard.settings.txn.abort_check_interval_ms.max(1));
+    let shard = shard.clone();
+    crate::storage::background::spawn(async move {
+        loop {
+            glommio::timer::sleep(every).await;
+            let n = shard.txn.check_expired().await;
+            if n > 0 {
+                log::info!("shard {}: aborted {n} timed-out transactions", shard.id);
+            }
+        }
+    });
+}
