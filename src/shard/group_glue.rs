@@ -114,7 +114,7 @@ impl GroupHost for ShardGroupHost {
                 .map(|(k, v)| Record { key: Some(k.as_slice()), value: v.as_deref(), timestamp_delta: 0 })
                 .collect();
             let batch = record_batch::encode_transactional_batch(&recs, system_now_ms(), producer_id, producer_epoch);
-            let result = p.log.append(BytesMut::from(&batch[..]), Durability::Synced).await;
+            let result = p.log.append_for_transaction(BytesMut::from(&batch[..])).await;
             p.appended.notify_all();
             result.map(|_| ()).map_err(|e| StoreError::Storage(Box::new(e)))
         })

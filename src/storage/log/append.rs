@@ -104,6 +104,25 @@ impl PartitionLog {
         self.write_queued(batch, header, durability, timings).await
     }
 
+    /// Appends a batch the broker itself wrote for a producer's transaction
+    /// (Kafka's coordinator origin): the offsets a TxnOffsetCommit writes to
+    /// `__consumer_offsets`, transactional with the producer's id and epoch
+    /// but no sequence, since they are not a producer's retries. They open
+    /// the producer's transaction here like its own batches, and its marker
+    /// ends it. Returns once durable.
+    pub async fn append_for_transaction(&self, batch: BytesMut) -> Result<AppendInfo, StorageError> {
+        let header = record_batch::check_produced_batch(&batch, self.config.max_batch_bytes)
+            .map_err(|reason| StorageError::InvalidBatch { partition: self.name.clone(), reason })?;
+        if !producers::is_transactional_data(&header) || producers::is_idempotent(&header) {
+            // Only the broker's own unsequenced transactional batches come here.
+            return Err(StorageError::InvalidBatch {
+                partition: self.name.clone(),
+                reason: record_batch::BatchError::TransactionalWithoutSequence,
+            });
+        }
+        self.write_queued(batch, header, Durability::Synced, &mut AppendTimings::default()).await
+    }
+
     /// Appends a transaction marker (a control batch) and returns once it is
     /// durable: the coordinator counts a transaction finished in a partition
     /// only when its marker cannot be lost.
