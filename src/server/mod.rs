@@ -26,6 +26,7 @@ use std::{
 use glommio::{channels::channel_mesh::MeshBuilder, net::TcpListener, LocalExecutorBuilder, Placement};
 
 use crate::shard::{topics::TopicTable, BrokerSettings, Envelope, Shard};
+use crate::txn::TXN_TOPIC;
 pub use config::ServeConfig;
 
 /// Prints a start-up line to stdout, ignoring a failed write (`println!`
@@ -65,21 +66,18 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
     refuse_if_listening(listen)?;
     let mut table = TopicTable::load(&config.data_dir)?;
     let groups = config.group_settings();
-    crate::shard::group_glue::ensure_offsets_topic(
-        &mut table,
-        &config.data_dir,
-        groups.offsets_partitions,
-        config.offsets_topic_segment_bytes,
-        cpus.len(),
-    )?;
     let txn = config.txn_settings();
-    crate::shard::txn_glue::ensure_txn_topic(
-        &mut table,
-        &config.data_dir,
-        txn.partitions,
-        config.offsets_topic_segment_bytes,
-        cpus.len(),
-    )?;
+    for (name, partitions) in [(crate::groups::OFFSETS_TOPIC, groups.offsets_partitions), (TXN_TOPIC, txn.partitions)] {
+        let segment_bytes = config.offsets_topic_segment_bytes;
+        crate::shard::topics::ensure_internal_topic(
+            &mut table,
+            &config.data_dir,
+            name,
+            partitions,
+            segment_bytes,
+            cpus.len(),
+        )?;
+    }
     let (nofile, memory) = resource_limits(&config, &table, cpus.len())?;
     let maintenance_every = Duration::from_millis(config.log_maintenance_interval_ms.max(10));
     let disk_reads_per_shard = disk_reads_per_shard(&config, cpus.len())?;

@@ -20,11 +20,7 @@ use crate::{
         GroupHost, GroupSettings, StoreError, Timer, OFFSETS_TOPIC,
     },
     protocol::record_batch::{self, BatchHeader, Record, ATTR_CONTROL, ATTR_TRANSACTIONAL},
-    shard::{
-        router,
-        topics::{new_topic_id, TopicMeta, TopicTable},
-        BrokerSettings, Partition, Shard,
-    },
+    shard::{topics::new_topic_id, BrokerSettings, Partition, Shard},
     storage::Durability,
 };
 
@@ -79,21 +75,7 @@ impl GroupHost for ShardGroupHost {
         partition: i32,
         records: Vec<OffsetsRecord>,
     ) -> Pin<Box<dyn Future<Output = Result<(), StoreError>>>> {
-        let shard = self.shard.clone();
-        Box::pin(async move {
-            let Some(shard) = shard.upgrade() else { return Err(StoreError::ShuttingDown) };
-            let Some(p) = shard.partition(OFFSETS_TOPIC, partition) else {
-                return Err(StoreError::NotOpen { partition });
-            };
-            let recs: Vec<Record<'_>> = records
-                .iter()
-                .map(|(k, v)| Record { key: Some(k.as_slice()), value: v.as_deref(), timestamp_delta: 0 })
-                .collect();
-            let batch = record_batch::encode_batch(&recs, system_now_ms());
-            let result = p.log.append(BytesMut::from(&batch[..]), Durability::Synced).await;
-            p.appended.notify_all();
-            result.map(|_| ()).map_err(|e| StoreError::Storage(Box::new(e)))
-        })
+        Box::pin(append_offsets(self.shard.clone(), partition, records, None))
     }
 
     fn append_transactional(
@@ -103,21 +85,7 @@ impl GroupHost for ShardGroupHost {
         producer_id: i64,
         producer_epoch: i16,
     ) -> Pin<Box<dyn Future<Output = Result<(), StoreError>>>> {
-        let shard = self.shard.clone();
-        Box::pin(async move {
-            let Some(shard) = shard.upgrade() else { return Err(StoreError::ShuttingDown) };
-            let Some(p) = shard.partition(OFFSETS_TOPIC, partition) else {
-                return Err(StoreError::NotOpen { partition });
-            };
-            let recs: Vec<Record<'_>> = records
-                .iter()
-                .map(|(k, v)| Record { key: Some(k.as_slice()), value: v.as_deref(), timestamp_delta: 0 })
-                .collect();
-            let batch = record_batch::encode_transactional_batch(&recs, system_now_ms(), producer_id, producer_epoch);
-            let result = p.log.append_for_transaction(BytesMut::from(&batch[..])).await;
-            p.appended.notify_all();
-            result.map(|_| ()).map_err(|e| StoreError::Storage(Box::new(e)))
-        })
+        Box::pin(append_offsets(self.shard.clone(), partition, records, Some((producer_id, producer_epoch))))
     }
 
     fn schedule(&self, after: Duration, timer: Timer) {
@@ -137,36 +105,41 @@ impl GroupHost for ShardGroupHost {
     }
 }
 
+/// Appends `records` to partition `partition` of `__consumer_offsets` as
+/// one batch and waits until it is durable; `producer`: as part of that
+/// producer's transaction (TxnOffsetCommit), with its id and epoch.
+async fn append_offsets(
+    shard: Weak<Shard>,
+    partition: i32,
+    records: Vec<OffsetsRecord>,
+    producer: Option<(i64, i16)>,
+) -> Result<(), StoreError> {
+    let Some(shard) = shard.upgrade() else { return Err(StoreError::ShuttingDown) };
+    let Some(p) = shard.partition(OFFSETS_TOPIC, partition) else {
+        return Err(StoreError::NotOpen { partition });
+    };
+    let recs: Vec<Record<'_>> = records
+        .iter()
+        .map(|(k, v)| Record { key: Some(k.as_slice()), value: v.as_deref(), timestamp_delta: 0 })
+        .collect();
+    let result = match producer {
+        None => {
+            let batch = record_batch::encode_batch(&recs, system_now_ms());
+            p.log.append(BytesMut::from(&batch[..]), Durability::Synced).await
+        }
+        Some((id, epoch)) => {
+            let batch = record_batch::encode_transactional_batch(&recs, system_now_ms(), id, epoch);
+            p.log.append_for_transaction(BytesMut::from(&batch[..])).await
+        }
+    };
+    p.appended.notify_all();
+    result.map(|_| ()).map_err(|e| StoreError::Storage(Box::new(e)))
+}
+
 /// The seed of this shard's member-id generator, read from the OS once at
 /// start (the time, if /dev/urandom cannot be read).
 pub(super) fn member_id_seed() -> u128 {
     u128::from_le_bytes(new_topic_id().0)
-}
-
-/// Creates `__consumer_offsets` at first start: internal, compacted, with
-/// the configured partition count spread over the shards.
-pub fn ensure_offsets_topic(
-    table: &mut TopicTable,
-    data_dir: &std::path::Path,
-    partitions: i32,
-    segment_bytes: u64,
-    shards: usize,
-) -> Result<(), String> {
-    if table.topics.contains_key(OFFSETS_TOPIC) {
-        return Ok(());
-    }
-    let configs = [("cleanup.policy", "compact".to_string()), ("segment.bytes", segment_bytes.to_string())]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
-    let meta = TopicMeta {
-        id: new_topic_id(),
-        shards: router::assign(OFFSETS_TOPIC, partitions, shards),
-        configs,
-        internal: true,
-    };
-    table.topics.insert(OFFSETS_TOPIC.into(), meta);
-    table.save(data_dir).map_err(|e| format!("cannot persist topic metadata in {}: {e}", data_dir.display()))
 }
 
 /// Replays the `__consumer_offsets` partitions this shard owns into its

@@ -271,6 +271,34 @@ fn positive(key: &str, v: i64) -> Result<i64, ConfigError> {
     }
 }
 
+/// Creates an internal topic of the broker's own (`__consumer_offsets`,
+/// `__transaction_state`) at first start: compacted, with `partitions`
+/// spread over the shards, persisted before any shard starts.
+pub fn ensure_internal_topic(
+    table: &mut TopicTable,
+    data_dir: &Path,
+    name: &str,
+    partitions: i32,
+    segment_bytes: u64,
+    shards: usize,
+) -> Result<(), String> {
+    if table.topics.contains_key(name) {
+        return Ok(());
+    }
+    let configs = BTreeMap::from([
+        ("cleanup.policy".to_string(), "compact".to_string()),
+        ("segment.bytes".to_string(), segment_bytes.to_string()),
+    ]);
+    let meta = TopicMeta {
+        id: new_topic_id(),
+        shards: super::router::assign(name, partitions, shards),
+        configs,
+        internal: true,
+    };
+    table.topics.insert(name.into(), meta);
+    table.save(data_dir).map_err(|e| format!("cannot persist topic metadata in {}: {e}", data_dir.display()))
+}
+
 /// A fresh random topic id.
 pub fn new_topic_id() -> TopicId {
     let mut bytes = [0u8; 16];

@@ -24,7 +24,7 @@ use crate::{
         group_glue::{replay_chunk, spawn_after_yield, system_now_ms},
         messages::{AllocateProducerId, WriteTxnMarkers},
         router,
-        topics::{new_topic_id, TopicMeta, TopicTable},
+        topics::TopicMeta,
         BrokerSettings, Partition, Shard,
     },
     storage::Durability,
@@ -138,32 +138,6 @@ async fn write_markers(
         out.extend(call.await);
     }
     out
-}
-
-/// Creates `__transaction_state` at first start: internal, compacted, with
-/// the configured partition count spread over the shards.
-pub fn ensure_txn_topic(
-    table: &mut TopicTable,
-    data_dir: &std::path::Path,
-    partitions: i32,
-    segment_bytes: u64,
-    shards: usize,
-) -> Result<(), String> {
-    if table.topics.contains_key(TXN_TOPIC) {
-        return Ok(());
-    }
-    let configs = [("cleanup.policy", "compact".to_string()), ("segment.bytes", segment_bytes.to_string())]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
-    let meta = TopicMeta {
-        id: new_topic_id(),
-        shards: router::assign(TXN_TOPIC, partitions, shards),
-        configs,
-        internal: true,
-    };
-    table.topics.insert(TXN_TOPIC.into(), meta);
-    table.save(data_dir).map_err(|e| format!("cannot persist topic metadata in {}: {e}", data_dir.display()))
 }
 
 /// The `__transaction_state` partitions this shard owns, in order.
