@@ -11,12 +11,20 @@ duplicated (stored more than once).
   exactly-once   the result and the offset go into one SQLite transaction;
                  on start the consumer seeks to the offset stored there:
                  neither loss nor duplicates.
+  exactly-once (transactions)
+                 the Kafka way (transactions.py): the output records and the
+                 consumed offset go into one Kafka transaction; the processor
+                 is SIGKILLed and so is the broker, twice: neither loss nor
+                 duplicates in the output read read_committed.
 
 Usage:
-  harness.py run BOOTSTRAP WORKDIR [RECORDS] [KILLS] [SEED]
-      runs all three modes against a running broker, prints the table, and
-      exits non-zero if a mode broke its promise;
+  harness.py run BOOTSTRAP WORKDIR [RECORDS] [KILLS] [SEED] [SHARDLOG]
+      runs the first three modes against a running broker and, given the
+      shardlog binary, the fourth against a broker of its own (it kills and
+      restarts it); prints the table, and exits non-zero if a mode broke its
+      promise;
   harness.py consume BOOTSTRAP TOPIC MODE DB   (started and killed by `run`)
+  harness.py process BOOTSTRAP                 (the fourth mode's processor)
 """
 import json
 import logging
@@ -29,6 +37,7 @@ import sys
 import threading
 import time
 
+import transactions
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
@@ -155,15 +164,18 @@ def run_mode(bootstrap, workdir, mode, records, kills, rng):
     return {"mode": mode, "records": records, "kills": kills, "lost": lost, "duplicated": duplicated}
 
 
-def run(bootstrap, workdir, records="3000", kills="12", seed="7"):
+def run(bootstrap, workdir, records="3000", kills="12", seed="7", shardlog=None):
     records, kills = int(records), int(kills)
     rng = random.Random(int(seed))
     os.makedirs(workdir, exist_ok=True)
     rows = [run_mode(bootstrap, workdir, m, records, kills, rng) for m in MODES]
-    print(f"| mode | records | consumer SIGKILLs | lost | duplicated |")
-    print(f"|---|---:|---:|---:|---:|")
+    if shardlog is not None:
+        rows.append(transactions.run_mode(shardlog, workdir, records, kills, rng))
+    print(f"| mode | records | consumer SIGKILLs | lost | duplicated | broker SIGKILLs |")
+    print(f"|---|---:|---:|---:|---:|---:|")
     for r in rows:
-        print(f"| {r['mode']} | {r['records']} | {r['kills']} | {r['lost']} | {r['duplicated']} |")
+        print(f"| {r['mode']} | {r['records']} | {r['kills']} | {r['lost']} | {r['duplicated']} "
+              f"| {r.get('broker_kills', 0)} |")
     print("JSON " + json.dumps(rows))
     if STARTS_FAILED:
         print(f"consumer starts that failed and were retried: {len(STARTS_FAILED)} ({', '.join(STARTS_FAILED)})")
@@ -177,9 +189,12 @@ def run(bootstrap, workdir, records="3000", kills="12", seed="7"):
         broken.append("at-least-once lost records")
     if by["exactly-once"]["lost"] != 0 or by["exactly-once"]["duplicated"] != 0:
         broken.append("exactly-once lost or duplicated records")
+    txn = by.get(transactions.MODE)
+    if txn is not None and (txn["lost"] != 0 or txn["duplicated"] != 0 or not txn["input_complete"]):
+        broken.append(f"{transactions.MODE} lost or duplicated records (or the input is incomplete)")
     if broken:
         sys.exit("; ".join(broken))
 
 
 if __name__ == "__main__":
-    {"run": run, "consume": consume}[sys.argv[1]](*sys.argv[2:])
+    {"run": run, "consume": consume, "process": transactions.process}[sys.argv[1]](*sys.argv[2:])
