@@ -338,7 +338,10 @@ pub fn run(cmd: BenchCommand) -> Result<(), String> {
     if args.transactional {
         return match (mode, args.client) {
             ("produce", ClientKind::Rdkafka) => run_transactional(&w, args, &name),
-            _ => Err("--transactional is for `produce --client rdkafka` (the native generator has no transactions)".into()),
+            _ => {
+                Err("--transactional is for `produce --client rdkafka` (the native generator has no transactions)"
+                    .into())
+            }
         };
     }
     match mode {
@@ -498,7 +501,8 @@ fn run_transactional(w: &Workload, a: &BenchArgs, name: &str) -> Result<(), Stri
 
 #[cfg(not(feature = "rdkafka-client"))]
 fn run_transactional(_: &Workload, _: &BenchArgs, _: &str) -> Result<(), String> {
-    Err("this shardlog was built without librdkafka: rebuild with `--features rdkafka-client` for --transactional".into())
+    Err("this shardlog was built without librdkafka: rebuild with `--features rdkafka-client` for --transactional"
+        .into())
 }
 
 #[cfg(not(feature = "rdkafka-client"))]

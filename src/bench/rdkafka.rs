@@ -97,7 +97,7 @@ pub fn run_with(w: &Workload, bootstrap: &str, x: Extras) -> Result<(Outcome, Op
     let clock = Clock::new(start, w.warmup);
     let reader = if x.e2e { Some(super::txn::Reader::start(w, bootstrap, clock)?) } else { None };
     let producer = producer(w, bootstrap, Context { counts: counts.clone(), clock }, x.txn_interval.is_some())?;
-    let mut txn = x.txn_interval.map(|interval| Txn::begin(&producer, interval)).transpose()?;
+    let mut txn = x.txn_interval.map(|interval| Txn::begin(&producer, interval, start)).transpose()?;
     pin(w.cores.first().copied());
 
     let mut template = vec![0u8; w.record_size];
@@ -179,10 +179,11 @@ struct Txn {
 const TXN_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl Txn {
-    fn begin(p: &ThreadedProducer<Context>, interval: Duration) -> Result<Self, String> {
+    /// The first commit is due one interval after the schedule's `start`.
+    fn begin(p: &ThreadedProducer<Context>, interval: Duration, start: Instant) -> Result<Self, String> {
         p.init_transactions(TXN_TIMEOUT).map_err(|e| format!("librdkafka init_transactions: {e}"))?;
         p.begin_transaction().map_err(|e| format!("librdkafka begin_transaction: {e}"))?;
-        Ok(Self { interval, next: Instant::now() + interval, commits: 0, durations: histogram() })
+        Ok(Self { interval, next: start + interval, commits: 0, durations: histogram() })
     }
 
     fn tick(&mut self, p: &ThreadedProducer<Context>) -> Result<(), String> {
