@@ -273,3 +273,66 @@ fn the_same_workload_through_librdkafka_is_validated_and_compared() {
     assert!((0.9..1.1).contains(&ratio), "same fixed rate, same throughput: ratio {ratio}");
     assert!(log.contains("native / librdkafka"), "{log}");
 }
+
+/// `--transactional` runs the librdkafka workload without and then with a
+/// transactional producer committing every 100 ms; a read_committed
+/// consumer receives every record of both, and the topic holds one commit
+/// marker per partition per transaction.
+#[cfg(feature = "rdkafka-client")]
+#[test]
+fn transactions_are_measured_beside_the_same_run_without() {
+    let _serial = one_at_a_time();
+    let dir = common::tempdir().unwrap();
+    let broker = Broker::start(&dir.path().join("data"), 1);
+    let out = dir.path().join("out");
+    let (ok, json, log) = bench(
+        &[
+            "produce",
+            "--client",
+            "rdkafka",
+            "--transactional",
+            "--txn-interval",
+            "100ms",
+            "--acks",
+            "all",
+            "--bootstrap",
+            &broker.bootstrap(),
+            "--topic",
+            "txn-bench",
+            "--partitions",
+            "4",
+            "--rate",
+            "2000",
+            "--record-size",
+            "100",
+            "--duration",
+            "2s",
+            "--warmup",
+            "1s",
+        ],
+        &out,
+    );
+    assert!(ok, "bench failed: {log}");
+    let (plain, txn) = (&json["without_transactions"], &json["transactional"]);
+    for run in [plain, txn] {
+        assert_eq!(run["status"], "ok", "{log}");
+        assert_eq!(f(run, &["sent"]), 6000.0, "{log}");
+        assert_eq!(f(run, &["received"]), 6000.0, "read_committed saw every record: {log}");
+    }
+    assert_eq!(json["parameters"]["transactional"], true);
+    let commits = f(&json, &["comparison", "commits"]);
+    assert!((20.0..=40.0).contains(&commits), "about one commit per 100 ms of 3 s: {commits}");
+    // Visible only at its commit: a record waits for it, half an interval on average.
+    let (p50_plain, p50_txn) = (f(plain, &["e2e_latency_ms", "p50_ms"]), f(txn, &["e2e_latency_ms", "p50_ms"]));
+    assert!(p50_txn > p50_plain && p50_txn > 20.0, "e2e p50 {p50_txn} ms with transactions, {p50_plain} without");
+    // Every transaction but the last (it may hold fewer than 4 records)
+    // touched the 4 partitions.
+    let end: i64 = (0..4).map(|p| partition_end(&broker, "txn-bench", p)).sum();
+    let markers = end - 12_000;
+    let commits = commits as i64;
+    assert!(
+        (4 * (commits - 1) + 1..=4 * commits).contains(&markers),
+        "{markers} markers besides both runs' 12000 records: one per partition per commit ({commits})"
+    );
+    assert!(log.contains("transactions / none"), "{log}");
+}

@@ -26,6 +26,8 @@ pub mod produce;
 pub mod rdkafka;
 pub mod report;
 pub mod schedule;
+#[cfg(feature = "rdkafka-client")]
+pub mod txn;
 
 use std::{
     path::PathBuf,
@@ -123,6 +125,14 @@ pub struct BenchArgs {
     /// librdkafka, and prints both and their ratio.
     #[arg(long, value_enum, default_value_t = ClientKind::Native)]
     pub client: ClientKind,
+    /// Produce with `--client rdkafka`: run the librdkafka workload twice,
+    /// without and with a transactional producer, and compare them (a
+    /// read_committed consumer times both end to end).
+    #[arg(long)]
+    pub transactional: bool,
+    /// How often the transactional producer commits (with --transactional).
+    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
+    pub txn_interval: Duration,
     /// Fetch size per partition (consume, e2e).
     #[arg(long, default_value_t = 1 << 20)]
     pub fetch_bytes: i32,
@@ -325,6 +335,15 @@ pub fn run(cmd: BenchCommand) -> Result<(), String> {
         "consume" => format!("consume-{}", w.topic),
         _ => default_name(mode, &w),
     });
+    if args.transactional {
+        return match (mode, args.client) {
+            ("produce", ClientKind::Rdkafka) => run_transactional(&w, args, &name),
+            _ => {
+                Err("--transactional is for `produce --client rdkafka` (the native generator has no transactions)"
+                    .into())
+            }
+        };
+    }
     match mode {
         "produce" | "e2e" => {
             let e2e = mode == "e2e";
@@ -473,6 +492,17 @@ fn run_rdkafka(w: &Workload, a: &BenchArgs, e2e: bool) -> Result<Outcome, String
         return Err("--client rdkafka drives produce only; e2e through librdkafka is not built yet".into());
     }
     rdkafka::run(w, &a.bootstrap)
+}
+
+#[cfg(feature = "rdkafka-client")]
+fn run_transactional(w: &Workload, a: &BenchArgs, name: &str) -> Result<(), String> {
+    txn::compare(w, a, name)
+}
+
+#[cfg(not(feature = "rdkafka-client"))]
+fn run_transactional(_: &Workload, _: &BenchArgs, _: &str) -> Result<(), String> {
+    Err("this shardlog was built without librdkafka: rebuild with `--features rdkafka-client` for --transactional"
+        .into())
 }
 
 #[cfg(not(feature = "rdkafka-client"))]

@@ -13,6 +13,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use hdrhistogram::Histogram;
 use rdkafka::{
     config::ClientConfig,
     error::{KafkaError, RDKafkaErrorCode},
@@ -21,7 +22,7 @@ use rdkafka::{
 };
 
 use super::{
-    measure::ProduceCounts,
+    measure::{histogram, record, ProduceCounts},
     payload::{key_text, partition_for_key, Pending, Stamp, STAMP_BYTES},
     produce::{acknowledge, pin},
     report::Tick,
@@ -68,12 +69,35 @@ impl ProducerContext for Context {
     }
 }
 
+/// What a librdkafka run does beyond the workload.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Extras {
+    /// A transactional producer, committing this often.
+    pub txn_interval: Option<Duration>,
+    /// A read_committed librdkafka consumer times every record end to end.
+    pub e2e: bool,
+}
+
+/// The commits of a transactional run.
+pub struct TxnStats {
+    pub commits: u64,
+    /// commit_transaction's duration (it flushes the transaction's records
+    /// first), microseconds.
+    pub commit: Histogram<u64>,
+}
+
 pub fn run(w: &Workload, bootstrap: &str) -> Result<Outcome, String> {
+    run_with(w, bootstrap, Extras::default()).map(|(o, _)| o)
+}
+
+pub fn run_with(w: &Workload, bootstrap: &str, x: Extras) -> Result<(Outcome, Option<TxnStats>), String> {
     let counts = Arc::new(Mutex::new(ProduceCounts::default()));
     let (cpu_before, started) = (super::process_cpu_seconds(), Instant::now());
     let start = Instant::now() + Duration::from_millis(500);
     let clock = Clock::new(start, w.warmup);
-    let producer = producer(w, bootstrap, Context { counts: counts.clone(), clock })?;
+    let reader = if x.e2e { Some(super::txn::Reader::start(w, bootstrap, clock)?) } else { None };
+    let producer = producer(w, bootstrap, Context { counts: counts.clone(), clock }, x.txn_interval.is_some())?;
+    let mut txn = x.txn_interval.map(|interval| Txn::begin(&producer, interval, start)).transpose()?;
     pin(w.cores.first().copied());
 
     let mut template = vec![0u8; w.record_size];
@@ -99,6 +123,9 @@ pub fn run(w: &Workload, bootstrap: &str) -> Result<Outcome, String> {
         let sent = Box::new(Sent { record, partition, enqueued: Instant::now(), bytes: w.record_size });
         send(&producer, &w.topic, partition, key.map(key_text), &template, sent)?;
         counts.lock().expect("counts lock").sent += 1;
+        if let Some(t) = &mut txn {
+            t.tick(&producer)?;
+        }
         if last_tick.elapsed() >= Duration::from_secs(1) {
             last_tick = Instant::now();
             let c = counts.lock().expect("counts lock");
@@ -117,29 +144,99 @@ pub fn run(w: &Workload, bootstrap: &str) -> Result<Outcome, String> {
         }
     }
     progress.finish();
-    if let Err(e) = producer.flush(Duration::from_secs(30)) {
-        counts.lock().expect("counts lock").failures.push(format!("librdkafka flush: {e}"));
+    let finished = match &mut txn {
+        Some(t) => t.commit(&producer).map_err(|e| format!("librdkafka last commit_transaction: {e}")),
+        None => producer.flush(Duration::from_secs(30)).map_err(|e| format!("librdkafka flush: {e}")),
+    };
+    if let Err(e) = finished {
+        counts.lock().expect("counts lock").failures.push(e);
     }
     drop(producer);
     let produce = std::mem::take(&mut *counts.lock().expect("counts lock"));
     // librdkafka's own threads are not pinned: this is the whole process.
     let generator_cpu = super::generator_cpu_since(w, cpu_before, started);
-    Ok(Outcome {
+    let consume = reader.map(|r| r.finish(&produce));
+    let outcome = Outcome {
         produce,
-        consume: None,
+        consume,
         window: w.duration,
         service_label: "service (enqueue→ack)",
         generator_cpu,
         warmup_s: w.warmup.as_secs_f64(),
-    })
+    };
+    Ok((outcome, txn.map(|t| TxnStats { commits: t.commits, commit: t.durations })))
+}
+
+/// The transaction of a transactional run: committed (and the next one
+/// begun) once `interval` has passed since the last commit started.
+struct Txn {
+    interval: Duration,
+    next: Instant,
+    commits: u64,
+    durations: Histogram<u64>,
+}
+
+const TXN_TIMEOUT: Duration = Duration::from_secs(30);
+
+impl Txn {
+    /// The first commit is due one interval after the schedule's `start`.
+    fn begin(p: &ThreadedProducer<Context>, interval: Duration, start: Instant) -> Result<Self, String> {
+        p.init_transactions(TXN_TIMEOUT).map_err(|e| format!("librdkafka init_transactions: {e}"))?;
+        p.begin_transaction().map_err(|e| format!("librdkafka begin_transaction: {e}"))?;
+        Ok(Self { interval, next: start + interval, commits: 0, durations: histogram() })
+    }
+
+    fn tick(&mut self, p: &ThreadedProducer<Context>) -> Result<(), String> {
+        if Instant::now() < self.next {
+            return Ok(());
+        }
+        self.commit(p).map_err(|e| format!("librdkafka commit_transaction: {e}"))?;
+        p.begin_transaction().map_err(|e| format!("librdkafka begin_transaction: {e}"))
+    }
+
+    fn commit(&mut self, p: &ThreadedProducer<Context>) -> Result<(), KafkaError> {
+        let at = Instant::now();
+        // The rdkafka crate's commit_transaction flushes first, and its
+        // flush polls for 100 ms at a time while anything is outstanding:
+        // every commit would take 100 ms or more. Wait for the delivery
+        // reports here instead (our producer's thread serves them), so
+        // that its flush finds nothing left.
+        while p.in_flight_count() > 0 {
+            if at.elapsed() > TXN_TIMEOUT {
+                return Err(KafkaError::Flush(RDKafkaErrorCode::OperationTimedOut));
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        p.commit_transaction(TXN_TIMEOUT)?;
+        record(&mut self.durations, at.elapsed().as_micros() as u64, 1);
+        self.commits += 1;
+        self.next = at + self.interval;
+        Ok(())
+    }
 }
 
 /// A librdkafka producer configured like the native generator: no
 /// idempotence or compression, the workload's linger, batch size and
 /// requests in flight, and queues deep enough never to refuse a record.
-fn producer(w: &Workload, bootstrap: &str, context: Context) -> Result<ThreadedProducer<Context>, String> {
+/// A transactional one has a `transactional.id` of its own (and so
+/// idempotence).
+fn producer(
+    w: &Workload,
+    bootstrap: &str,
+    context: Context,
+    transactional: bool,
+) -> Result<ThreadedProducer<Context>, String> {
     let acks = if w.acks == -1 { "all".to_string() } else { w.acks.to_string() };
-    ClientConfig::new()
+    let mut config = ClientConfig::new();
+    if transactional {
+        config
+            .set("transactional.id", format!("shardlog-bench-{:08x}", w.run))
+            .set("transaction.timeout.ms", "60000")
+            .set("enable.idempotence", "true");
+    } else {
+        config.set("enable.idempotence", "false");
+    }
+    config
         .set("bootstrap.servers", bootstrap)
         .set("client.id", "shardlog-bench-rdkafka")
         .set("acks", &acks)
@@ -147,7 +244,6 @@ fn producer(w: &Workload, bootstrap: &str, context: Context) -> Result<ThreadedP
         .set("batch.size", w.batch_bytes.to_string())
         .set("message.max.bytes", (w.batch_bytes + 64 * 1024).max(1_000_000).to_string())
         .set("max.in.flight.requests.per.connection", w.max_in_flight.to_string())
-        .set("enable.idempotence", "false")
         .set("compression.codec", "none")
         .set("queue.buffering.max.messages", "10000000")
         .set("queue.buffering.max.kbytes", "2097151")

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# What transactions cost (issue 16's benchmark): `shardlog bench produce
+# --client rdkafka --transactional --txn-interval 100ms`, which runs the
+# librdkafka workload without transactions and then with a transactional
+# producer committing every interval. 1 KiB records, 16 partitions, acks=all
+# (a transactional producer's), a fresh broker with one shard pinned to
+# BROKER_CORE, the generator (librdkafka's threads and the read_committed
+# reader included) pinned to CLIENT_CORE:
+#   1. throughput: unthrottled (--rate 0), THROUGHPUT_REPS (default REPS) times;
+#   2. latency: at RATE msg/s, REPS times, with a read_committed consumer
+#      timing every record end to end.
+# perf/transactions-summary.py prints the medians.
+#
+# Usage: perf/transactions-bench.sh     (about 4 minutes with the defaults)
+#        THROUGHPUT_REPS=0 RATE=2000 perf/transactions-bench.sh   (latency only)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DURATION="${DURATION:-10s}"
+WARMUP="${WARMUP:-2s}"
+REPS="${REPS:-3}"
+THROUGHPUT_REPS="${THROUGHPUT_REPS:-$REPS}"
+RATE="${RATE:-20000}"
+INTERVAL="${INTERVAL:-100ms}"
+BROKER_CORE="${BROKER_CORE:-0}"
+CLIENT_CORE="${CLIENT_CORE:-1}"
+PORT="${PORT:-19192}"
+DATA="${DATA:-target/perf-data-txn}"
+
+cargo build --release --features rdkafka-client --bin shardlog
+BIN=target/release/shardlog
+COMMIT="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src || echo -dirty)"
+OUT="${OUT:-perf/results/$(date -u +%Y%m%dT%H%M%SZ)-$COMMIT-txn}"
+mkdir -p "$OUT" "$DATA"
+echo "results in $OUT"
+printf 'log_maintenance_interval_ms = 1000\n' >"$OUT/broker.toml"
+
+run() { # name, extra bench arguments
+    local name="$1"
+    shift
+    rm -rf "$DATA/broker"
+    "$BIN" serve --config "$OUT/broker.toml" --data-dir "$DATA/broker" --cores 1 --cpuset "$BROKER_CORE" \
+        --metrics-listen 127.0.0.1:0 --listen "127.0.0.1:$PORT" >"$OUT/broker-$name.log" 2>&1 &
+    local broker=$!
+    for _ in $(seq 100); do
+        grep -q "listening on" "$OUT/broker-$name.log" 2>/dev/null && break
+        sleep 0.1
+    done
+    taskset -c "$CLIENT_CORE" "$BIN" bench produce --bootstrap "127.0.0.1:$PORT" --topic txn-bench \
+        --partitions 16 --record-size 1024 --acks all --duration "$DURATION" --warmup "$WARMUP" \
+        --cores "$CLIENT_CORE" --client rdkafka --transactional --txn-interval "$INTERVAL" \
+        --topic-config retention.bytes=268435456 --topic-config segment.bytes=67108864 \
+        --output "$OUT" --name "$name" "$@" 2>&1 | tr '\r' '\n' | grep -v '^rdkafka produce \[' >"$OUT/$name.log"
+    kill -TERM "$broker"
+    wait "$broker" || true
+    grep "transactions / none" "$OUT/$name.log"
+}
+
+for i in $(seq "$THROUGHPUT_REPS"); do
+    run "throughput-$i" --rate 0
+done
+for i in $(seq "$REPS"); do
+    run "latency-$i" --rate "$RATE"
+done
+python3 perf/transactions-summary.py "$OUT" | tee "$OUT/summary.md"

@@ -1,0 +1,193 @@
+//! `shardlog bench produce --client rdkafka --transactional --txn-interval
+//! 100ms`: what transactions cost. The same librdkafka workload runs twice,
+//! without transactions and then with a transactional producer committing
+//! every interval; a read_committed librdkafka consumer times every record
+//! end to end in both (intended send time → receipt), since a transaction's
+//! records become visible only at its commit. Prints both runs and their
+//! ratio, against the targets of issue 16: at least 0.8 of the throughput
+//! without transactions, and a read_committed e2e p99 within the commit
+//! interval + 2 ms.
+
+use std::{
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        mpsc, Arc, Mutex,
+    },
+    thread::JoinHandle,
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+};
+
+use rdkafka::{
+    config::ClientConfig,
+    consumer::{BaseConsumer, Consumer},
+    message::Message,
+    Offset, TopicPartitionList,
+};
+use serde_json::json;
+
+use super::{
+    measure::{record, Arrival, ConsumeCounts, ProduceCounts},
+    payload::Stamp,
+    rdkafka::{run_with, Extras},
+    report::{self, percentiles_json},
+    BenchArgs, Clock, Workload,
+};
+
+/// A read_committed librdkafka consumer of every partition of the topic,
+/// from its end when started, in a thread of its own.
+pub struct Reader {
+    stop: Arc<AtomicBool>,
+    counts: Arc<Mutex<ConsumeCounts>>,
+    handle: JoinHandle<()>,
+}
+
+impl Reader {
+    pub fn start(w: &Workload, bootstrap: &str, clock: Clock) -> Result<Self, String> {
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", bootstrap)
+            .set("group.id", "shardlog-bench-reader")
+            .set("enable.auto.commit", "false")
+            .set("isolation.level", "read_committed")
+            .set("fetch.wait.max.ms", "500")
+            .create()
+            .map_err(|e| format!("librdkafka consumer for {bootstrap}: {e}"))?;
+        let mut tpl = TopicPartitionList::new();
+        for p in 0..w.partitions {
+            let (_, end) = consumer
+                .fetch_watermarks(&w.topic, p, Duration::from_secs(10))
+                .map_err(|e| format!("{}-{p} end offset: {e}", w.topic))?;
+            tpl.add_partition_offset(&w.topic, p, Offset::Offset(end)).map_err(|e| e.to_string())?;
+        }
+        consumer.assign(&tpl).map_err(|e| format!("assign: {e}"))?;
+        let (stop, counts) = (Arc::new(AtomicBool::new(false)), Arc::new(Mutex::new(ConsumeCounts::default())));
+        let (ready, is_ready) = mpsc::channel();
+        let (flag, sink, run) = (stop.clone(), counts.clone(), w.run);
+        let handle = std::thread::spawn(move || {
+            let _ = ready.send(());
+            while !flag.load(Ordering::Relaxed) {
+                let Some(m) = consumer.poll(Duration::from_millis(50)) else { continue };
+                let now_ns = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64);
+                let mut c = sink.lock().expect("reader counts");
+                match m {
+                    Ok(m) => see(&mut c, run, m.partition(), m.payload(), now_ns, clock),
+                    Err(e) if c.failures.len() < 10 => c.failures.push(format!("read_committed consumer: {e}")),
+                    Err(_) => {}
+                }
+            }
+        });
+        is_ready.recv().map_err(|_| "the reader thread did not start".to_string())?;
+        Ok(Self { stop, counts, handle })
+    }
+
+    /// Waits (up to 15 s) until every acknowledged record was read, then
+    /// stops the consumer; what it saw.
+    pub fn finish(self, produce: &ProduceCounts) -> ConsumeCounts {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < deadline {
+            let c = self.counts.lock().expect("reader counts");
+            let seen: u64 =
+                produce.acked_by_stream.iter().map(|(k, n)| c.streams.get(k).map_or(0, |a| a.seen_below(*n))).sum();
+            if seen >= produce.acked {
+                break;
+            }
+            drop(c);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = self.handle.join();
+        std::mem::take(&mut *self.counts.lock().expect("reader counts"))
+    }
+}
+
+fn see(c: &mut ConsumeCounts, run: u32, partition: i32, value: Option<&[u8]>, now_ns: i64, clock: Clock) {
+    let size = value.map_or(0, <[u8]>::len) as u64;
+    c.received += 1;
+    c.received_bytes += size;
+    match value.and_then(Stamp::read) {
+        Some(s) if s.run == run => {
+            match c.streams.entry((s.stream, partition)).or_default().see(s.seq) {
+                Arrival::InOrder => {}
+                Arrival::Early | Arrival::Late => c.reordered += 1,
+                Arrival::Duplicate => c.duplicated += 1,
+            }
+            let latency = ((now_ns - s.intended_ns).max(0) / 1000) as u64;
+            record(&mut c.so_far, latency, 1);
+            if s.intended_ns >= clock.measure_from_ns() {
+                record(&mut c.latency, latency, 1);
+                c.measured += 1;
+                c.measured_bytes += size;
+            }
+        }
+        _ => c.foreign += 1,
+    }
+}
+
+/// The two runs, their comparison and the JSON result.
+pub fn compare(w: &Workload, a: &BenchArgs, name: &str) -> Result<(), String> {
+    if w.acks != -1 {
+        return Err("--transactional needs --acks all (a transactional producer's)".into());
+    }
+    let interval = a.txn_interval;
+    let interval_ms = interval.as_secs_f64() * 1000.0;
+    // Unthrottled, a reader would take the generator's CPU and time only
+    // queueing: throughput alone then.
+    let e2e = w.rate > 0.0;
+    if !e2e {
+        eprintln!("unthrottled (--rate 0): throughput only, no read_committed e2e reader");
+    }
+    eprintln!("without transactions (librdkafka):");
+    let (plain, _) = run_with(w, &a.bootstrap, Extras { txn_interval: None, e2e })?;
+    plain.print();
+    eprintln!("with transactions, a commit every {interval_ms} ms:");
+    let mut txn_w = w.clone();
+    txn_w.run = w.run.wrapping_add(1);
+    let (txn, stats) = run_with(&txn_w, &a.bootstrap, Extras { txn_interval: Some(interval), e2e })?;
+    txn.print();
+    let stats = stats.expect("a transactional run counts its commits");
+    let ratio = txn.throughput() / plain.throughput().max(1e-9);
+    let comparison = json!({
+        "throughput_txn_over_plain": ratio,
+        "e2e_measured": e2e,
+        "p99_ms_plain": plain.p99_ms(),
+        "p99_ms_txn": txn.p99_ms(),
+        "p99_is": if e2e { "read_committed e2e" } else { "produce (corrected), to acknowledgement" },
+        "commits": stats.commits,
+        "commit_transaction_ms": percentiles_json(&stats.commit),
+        "target_throughput_ratio_at_least": 0.8,
+        "target_e2e_p99_ms_at_most": interval_ms + 2.0,
+        "throughput_target_met": ratio >= 0.8,
+        "e2e_target_met": e2e.then(|| txn.p99_ms() <= interval_ms + 2.0),
+    });
+    eprintln!(
+        "transactions / none: throughput x{ratio:.2} (target ≥ 0.8), {} p99 {:.3} ms vs {:.3} ms (target ≤ {:.0} ms); {} commits, commit_transaction p50 {:.3} ms, p99 {:.3} ms",
+        if e2e { "read_committed e2e" } else { "produce" },
+        txn.p99_ms(),
+        plain.p99_ms(),
+        interval_ms + 2.0,
+        stats.commits,
+        report::ms(stats.commit.value_at_percentile(50.0)),
+        report::ms(stats.commit.value_at_percentile(99.0)),
+    );
+    let mut params = w.params(a, "produce", "rdkafka");
+    params["transactional"] = json!(true);
+    params["txn_interval_ms"] = json!(interval_ms);
+    let ok = plain.ok() && txn.ok();
+    let result = json!({
+        "tool": "shardlog bench",
+        "status": if ok { "ok" } else { "failed" },
+        "parameters": params,
+        "machine": report::machine(),
+        "commit": report::commit(),
+        "without_transactions": plain.json(w, a, "produce", "rdkafka"),
+        "transactional": txn.json(&txn_w, a, "produce", "rdkafka"),
+        "comparison": comparison,
+    });
+    let path = a.output.join(format!("{name}.json"));
+    super::write_json(&path, &result)?;
+    eprintln!("results: {}", path.display());
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("run failed: {}; {}", plain.verdict(), txn.verdict()))
+    }
+}
