@@ -11,7 +11,11 @@
 use std::{
     sync::{
         atomic::{AtomicBool, Ordering},
-        mpsc, Arc, Mutex,
+        // The load generator's own locks (a client, not the broker): the
+        // reader thread's tally, read once per run; no broker path takes one.
+        mpsc,
+        Arc,
+        Mutex,
     },
     thread::JoinHandle,
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
@@ -37,6 +41,8 @@ use super::{
 /// from its end when started, in a thread of its own.
 pub struct Reader {
     stop: Arc<AtomicBool>,
+    /// Off any broker path: filled by the reader thread, read by the bench
+    /// once the run is over.
     counts: Arc<Mutex<ConsumeCounts>>,
     handle: JoinHandle<()>,
 }

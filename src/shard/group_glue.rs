@@ -65,9 +65,7 @@ impl GroupHost for ShardGroupHost {
     }
 
     fn partition_exists(&self, topic: &str, partition: i32) -> bool {
-        let Some(shard) = self.shard.upgrade() else { return false };
-        let table = shard.topics();
-        table.topics.get(topic).is_some_and(|m| (0..m.partitions()).contains(&partition))
+        self.shard.upgrade().is_some_and(|shard| shard.topics().has_partition(topic, partition))
     }
 
     fn append(
@@ -75,7 +73,7 @@ impl GroupHost for ShardGroupHost {
         partition: i32,
         records: Vec<OffsetsRecord>,
     ) -> Pin<Box<dyn Future<Output = Result<(), StoreError>>>> {
-        Box::pin(append_offsets(self.shard.clone(), partition, records, None))
+        Box::pin(append_internal(self.shard.clone(), OFFSETS_TOPIC, partition, records, None))
     }
 
     fn append_transactional(
@@ -85,7 +83,13 @@ impl GroupHost for ShardGroupHost {
         producer_id: i64,
         producer_epoch: i16,
     ) -> Pin<Box<dyn Future<Output = Result<(), StoreError>>>> {
-        Box::pin(append_offsets(self.shard.clone(), partition, records, Some((producer_id, producer_epoch))))
+        Box::pin(append_internal(
+            self.shard.clone(),
+            OFFSETS_TOPIC,
+            partition,
+            records,
+            Some((producer_id, producer_epoch)),
+        ))
     }
 
     fn schedule(&self, after: Duration, timer: Timer) {
@@ -105,17 +109,19 @@ impl GroupHost for ShardGroupHost {
     }
 }
 
-/// Appends `records` to partition `partition` of `__consumer_offsets` as
-/// one batch and waits until it is durable; `producer`: as part of that
+/// Appends `records` to partition `partition` of one of the broker's
+/// internal topics (`__consumer_offsets`, `__transaction_state`) as one
+/// batch and waits until it is durable; `producer`: as part of that
 /// producer's transaction (TxnOffsetCommit), with its id and epoch.
-async fn append_offsets(
+pub(super) async fn append_internal(
     shard: Weak<Shard>,
+    topic: &'static str,
     partition: i32,
     records: Vec<OffsetsRecord>,
     producer: Option<(i64, i16)>,
 ) -> Result<(), StoreError> {
     let Some(shard) = shard.upgrade() else { return Err(StoreError::ShuttingDown) };
-    let Some(p) = shard.partition(OFFSETS_TOPIC, partition) else {
+    let Some(p) = shard.partition(topic, partition) else {
         return Err(StoreError::NotOpen { partition });
     };
     let recs: Vec<Record<'_>> = records

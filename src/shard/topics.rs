@@ -150,6 +150,11 @@ impl TopicTable {
         self.topics.get_key_value(name).map(|(n, _)| n.clone())
     }
 
+    /// Whether `topic` exists and has partition `partition`.
+    pub fn has_partition(&self, topic: &str, partition: i32) -> bool {
+        self.topics.get(topic).is_some_and(|m| (0..m.partitions()).contains(&partition))
+    }
+
     /// Partitions of every topic.
     pub fn partition_count(&self) -> u64 {
         self.topics.values().map(|m| m.shards.len() as u64).sum()

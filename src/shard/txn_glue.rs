@@ -12,22 +12,19 @@ use std::{
     time::{Duration, Instant},
 };
 
-use bytes::BytesMut;
-
 use crate::{
     groups::StoreError,
     protocol::{
         errors::{self, ErrorCode},
-        record_batch::{self, BatchHeader, Record, TxnMarker},
+        record_batch::{BatchHeader, TxnMarker},
     },
     shard::{
-        group_glue::{replay_chunk, spawn_after_yield, system_now_ms},
+        group_glue::{append_internal, replay_chunk, spawn_after_yield, system_now_ms},
         messages::{AllocateProducerId, WriteTxnMarkers},
         router,
         topics::TopicMeta,
         BrokerSettings, Partition, Shard,
     },
-    storage::Durability,
     txn::{
         seam::{LocalFuture, LocalTask},
         TxnHost, TxnSettings, TXN_TOPIC,
@@ -51,24 +48,11 @@ impl TxnHost for ShardTxnHost {
     }
 
     fn partition_exists(&self, topic: &str, partition: i32) -> bool {
-        let Some(shard) = self.shard.upgrade() else { return false };
-        let table = shard.topics();
-        table.topics.get(topic).is_some_and(|m| (0..m.partitions()).contains(&partition))
+        self.shard.upgrade().is_some_and(|shard| shard.topics().has_partition(topic, partition))
     }
 
     fn append(&self, partition: i32, key: Vec<u8>, value: Option<Vec<u8>>) -> LocalFuture<Result<(), StoreError>> {
-        let shard = self.shard.clone();
-        Box::pin(async move {
-            let Some(shard) = shard.upgrade() else { return Err(StoreError::ShuttingDown) };
-            let Some(p) = shard.partition(TXN_TOPIC, partition) else {
-                return Err(StoreError::NotOpen { partition });
-            };
-            let record = Record { key: Some(key.as_slice()), value: value.as_deref(), timestamp_delta: 0 };
-            let batch = record_batch::encode_batch(&[record], system_now_ms());
-            let result = p.log.append(BytesMut::from(&batch[..]), Durability::Synced).await;
-            p.appended.notify_all();
-            result.map(|_| ()).map_err(|e| StoreError::Storage(Box::new(e)))
-        })
+        Box::pin(append_internal(self.shard.clone(), TXN_TOPIC, partition, vec![(key, value)], None))
     }
 
     fn write_markers(
