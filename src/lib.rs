@@ -16,6 +16,7 @@ pub mod limits;
 pub mod metrics;
 pub mod plan;
 pub mod protocol;
+pub mod security;
 pub mod server;
 pub mod shard;
 pub mod storage;

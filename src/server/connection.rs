@@ -23,6 +23,7 @@ use crate::{
     limits,
     metrics::stages::{RequestTrace, Stage},
     protocol::claimed_counts,
+    security::{SecurityProtocol, Session},
     server::handlers::{self, api_versions, groups},
     shard::Shard,
     storage::Chunk,
@@ -85,6 +86,7 @@ impl Drop for Counted {
 /// request order. At most `REQUESTS_IN_FLIGHT_MAX` are outstanding.
 pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
     let peer = stream.peer_addr().map_or_else(|_| "unknown peer".to_string(), |a| a.to_string());
+    let session = Rc::new(Session::new(peer.clone(), Rc::from("PLAINTEXT"), SecurityProtocol::Plaintext));
     if shard.connections.get() >= shard.settings.max_connections_per_shard {
         log::warn!(
             "refusing connection from {peer}: shard {} already has {} connections (max_connections)",
@@ -103,7 +105,7 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
     }
     let stream = SharedStream(Rc::new(RefCell::new(stream)));
     let (tx, rx) = glommio::channels::local_channel::new_bounded::<Next>(limits::REQUESTS_IN_FLIGHT_MAX);
-    let reader = glommio::spawn_local(read_frames(shard.clone(), stream.clone(), tx, peer.clone())).detach();
+    let reader = glommio::spawn_local(read_frames(shard.clone(), stream.clone(), tx, session)).detach();
     let mut writer = stream;
     while let Some(next) = rx.recv().await {
         let (outcome, _permits, traced) = match next {
@@ -139,8 +141,9 @@ async fn read_frames(
     shard: Rc<Shard>,
     mut stream: SharedStream,
     tx: glommio::channels::local_channel::LocalSender<Next>,
-    peer: String,
+    session: Rc<Session>,
 ) {
+    let peer = session.peer.clone();
     let budget = Rc::new(glommio::sync::Semaphore::new(shard.settings.max_inflight_bytes_per_connection as u64));
     loop {
         let mut len = [0u8; 4];
@@ -169,13 +172,13 @@ async fn read_frames(
             log::debug!("connection from {peer}: closed mid-request: {e}");
             break;
         }
-        let (shard, peer, traced) = (shard.clone(), peer.clone(), trace.clone());
+        let (shard, session, traced) = (shard.clone(), session.clone(), trace.clone());
         let (key, version) = (i16::from_be_bytes([frame[0], frame[1]]), i16::from_be_bytes([frame[2], frame[3]]));
         let task = glommio::spawn_local(async move {
             traced.lap(Stage::ReadWait);
             shard.inflight.set(shard.inflight.get() + 1);
             let started = Instant::now();
-            let result = handle_frame(&shard, frame.freeze(), &peer, &traced).await;
+            let result = handle_frame(&shard, frame.freeze(), &session, &traced).await;
             if result.is_ok() {
                 shard.metrics.request(key, version, started.elapsed().as_secs_f64());
             }
@@ -196,7 +199,7 @@ async fn read_frames(
 async fn handle_frame(
     shard: &Rc<Shard>,
     frame: Bytes,
-    peer: &str,
+    session: &Session,
     trace: &RequestTrace,
 ) -> Result<Option<Vec<Chunk>>, String> {
     let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
@@ -215,14 +218,14 @@ async fn handle_frame(
         trace.lap(Stage::Encode);
         return Ok(Some(encoded));
     }
-    Ok(handle_other(shard, frame, peer, trace).await?.map(|b| vec![Chunk::Memory(b)]))
+    Ok(handle_other(shard, frame, session, trace).await?.map(|b| vec![Chunk::Memory(b)]))
 }
 
 /// Every API but Fetch: encoded by the protocol crate into one buffer.
 async fn handle_other(
     shard: &Rc<Shard>,
     mut frame: Bytes,
-    peer: &str,
+    session: &Session,
     trace: &RequestTrace,
 ) -> Result<Option<Bytes>, String> {
     let api_key = i16::from_be_bytes([frame[0], frame[1]]);
@@ -301,7 +304,7 @@ async fn handle_other(
         Request::FindCoordinator(req) => respond!(groups::find_coordinator(shard, req, version)),
         Request::JoinGroup(req) => {
             let client_id = header.client_id.as_ref().map(|c| c.to_string()).unwrap_or_default();
-            respond!(groups::join(shard, req, version, client_id, client_host(peer)).await)
+            respond!(groups::join(shard, req, version, client_id, client_host(&session.peer)).await)
         }
         Request::SyncGroup(req) => respond!(groups::sync(shard, req).await),
         Request::Heartbeat(req) => respond!(groups::heartbeat(shard, req).await),
