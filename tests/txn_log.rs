@@ -15,43 +15,20 @@ mod common;
 
 use std::{
     collections::BTreeMap,
-    path::Path,
-    process::Command,
     time::{Duration, Instant},
 };
 
 use common::{broker::Broker, wire::*};
-use kafka_protocol::{
-    messages::{
-        list_offsets_request, produce_request, write_txn_markers_request, ApiKey, FetchResponse, InitProducerIdRequest,
-        InitProducerIdResponse, ListOffsetsRequest, ListOffsetsResponse, ProduceRequest, ProduceResponse,
-        TransactionalId, WriteTxnMarkersRequest, WriteTxnMarkersResponse,
-    },
-    protocol::StrBytes,
+use kafka_protocol::messages::{
+    write_txn_markers_request, ApiKey, FetchResponse, InitProducerIdRequest, InitProducerIdResponse,
+    WriteTxnMarkersRequest, WriteTxnMarkersResponse,
 };
-use shardlog::protocol::record_batch::{encode_batch, Record};
 
 const TOPIC: &str = "txn-log";
 
-/// A batch of the given values with idempotence fields and, when
-/// `transactional`, attribute bit 0x10; CRC recomputed with an independent
-/// CRC-32C. Laid out by hand from Kafka's v2 batch format.
+/// A batch from `producer_id` at epoch 0 (`common::txn::batch`).
 fn batch(producer_id: i64, base_sequence: i32, values: &[&str], transactional: bool) -> bytes::Bytes {
-    let records: Vec<Record<'_>> = values
-        .iter()
-        .enumerate()
-        .map(|(i, v)| Record { key: None, value: Some(v.as_bytes()), timestamp_delta: i as i64 })
-        .collect();
-    let mut b = encode_batch(&records, 1_790_000_000_000);
-    if transactional {
-        b[21..23].copy_from_slice(&0x10i16.to_be_bytes());
-    }
-    b[43..51].copy_from_slice(&producer_id.to_be_bytes());
-    b[51..53].copy_from_slice(&0i16.to_be_bytes());
-    b[53..57].copy_from_slice(&base_sequence.to_be_bytes());
-    let crc = crc32c::crc32c(&b[21..]);
-    b[17..21].copy_from_slice(&crc.to_be_bytes());
-    b.into()
+    common::txn::batch(producer_id, 0, base_sequence, values, transactional)
 }
 
 fn producer_id(w: &mut Wire) -> i64 {
@@ -65,22 +42,9 @@ fn producer_id(w: &mut Wire) -> i64 {
     resp.producer_id.0
 }
 
-/// Produce v9 with a transactional id; returns (error, base offset).
+/// Produce v9 with this test's transactional id; returns (error, base offset).
 fn produce_txn(w: &mut Wire, partition: i32, batch: bytes::Bytes) -> (i16, i64) {
-    let mut pd = produce_request::PartitionProduceData::default();
-    pd.index = partition;
-    pd.records = Some(batch);
-    let mut td = produce_request::TopicProduceData::default();
-    td.name = topic_name(TOPIC);
-    td.partition_data.push(pd);
-    let mut req = ProduceRequest::default();
-    req.transactional_id = Some(TransactionalId(StrBytes::from_static_str("txn-log-producer")));
-    req.acks = -1;
-    req.timeout_ms = 10_000;
-    req.topic_data.push(td);
-    let resp: ProduceResponse = w.call(ApiKey::Produce, 9, &req);
-    let p = &resp.responses[0].partition_responses[0];
-    (p.error_code, p.base_offset)
+    common::txn::produce(w, "txn-log-producer", TOPIC, partition, batch)
 }
 
 /// WriteTxnMarkers v1 for one producer on the given partitions; the
@@ -102,22 +66,9 @@ fn write_marker(w: &mut Wire, producer_id: i64, epoch: i16, commit: bool, partit
     resp.markers[0].topics[0].partitions.iter().map(|p| (p.partition_index, p.error_code)).collect()
 }
 
-/// ListOffsets v5 latest for a partition at an isolation level.
+/// ListOffsets latest of one partition of this test's topic.
 fn latest(w: &mut Wire, partition: i32, isolation_level: i8) -> i64 {
-    let mut p = list_offsets_request::ListOffsetsPartition::default();
-    p.partition_index = partition;
-    p.timestamp = -1;
-    let mut t = list_offsets_request::ListOffsetsTopic::default();
-    t.name = topic_name(TOPIC);
-    t.partitions.push(p);
-    let mut req = ListOffsetsRequest::default();
-    req.replica_id = (-1).into();
-    req.isolation_level = isolation_level;
-    req.topics.push(t);
-    let resp: ListOffsetsResponse = w.call(ApiKey::ListOffsets, 5, &req);
-    let p = &resp.topics[0].partitions[0];
-    assert_eq!(p.error_code, 0);
-    p.offset
+    common::txn::latest(w, TOPIC, partition, isolation_level)
 }
 
 /// What a Fetch v12 says of one partition: (high watermark, LSO, aborted
@@ -134,32 +85,8 @@ fn fetch(w: &mut Wire, partition: i32, offset: i64, isolation_level: i8) -> Fetc
     (p.high_watermark, p.last_stable_offset, aborted, batches(p.records.as_deref().unwrap_or_default()))
 }
 
-#[derive(Debug, PartialEq)]
-struct Consumed {
-    records: Vec<(i32, i64, String)>,
-    positions: BTreeMap<i32, i64>,
-}
-
-fn consume(bootstrap: &str, isolation: &str) -> Consumed {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients/txn_consume.py");
-    let out =
-        Command::new("python3").arg(script).args([bootstrap, TOPIC, isolation, "0,1"]).output().expect("run python3");
-    assert!(
-        out.status.success(),
-        "confluent-kafka consumer ({isolation}) failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
-    let records = v["records"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| (r[0].as_i64().unwrap() as i32, r[1].as_i64().unwrap(), r[2].as_str().unwrap().to_string()))
-        .collect();
-    let positions =
-        v["positions"].as_object().unwrap().iter().map(|(k, v)| (k.parse().unwrap(), v.as_i64().unwrap())).collect();
-    Consumed { records, positions }
+fn consume(bootstrap: &str, isolation: &str) -> common::txn::Consumed {
+    common::txn::consume_python(bootstrap, TOPIC, isolation, "0,1")
 }
 
 fn rec(partition: i32, offset: i64, value: &str) -> (i32, i64, String) {

@@ -221,6 +221,16 @@ fn transactional_consume_transform_produce_commits_offsets_with_the_transaction(
     successor.begin_transaction().expect("begin");
     successor.send(BaseRecord::<str, str>::to(OUTPUT).key("k").payload("after-fence")).expect("queue");
     successor.commit_transaction(TIMEOUT).expect("the successor commits");
+    // The zombie's record was written (read_uncommitted sees it) but its
+    // transaction was aborted by the fence: read_committed never shows it,
+    // and reads on past it to the successor's commit.
+    let uncommitted = output_values_until(&broker, "read_uncommitted", "after-fence");
+    assert!(uncommitted.iter().any(|v| v == "open"), "the zombie's record is in the log: {uncommitted:?}");
+    let committed_values = output_values_until(&broker, "read_committed", "after-fence");
+    assert!(
+        !committed_values.iter().any(|v| v == "open"),
+        "the fenced zombie's record is visible: {committed_values:?}"
+    );
     drop(successor);
     drop(p);
     broker.kill();
@@ -248,6 +258,38 @@ fn transactional_consume_transform_produce_commits_offsets_with_the_transaction(
     let offsets = shardlog(&["offsets", "dump", "--data-dir", data, "--group", GROUP]);
     let last = format!("[{GROUP},{INPUT},0]::OffsetAndMetadata(offset={INPUT_RECORDS},");
     assert!(offsets.lines().any(|l| l.starts_with(&last)), "{offsets}");
+}
+
+/// Every value of both output partitions from the beginning, read at
+/// `isolation` until `last` arrives (a later record: everything before it
+/// in its partition is settled).
+fn output_values_until(broker: &Broker, isolation: &str, last: &str) -> Vec<String> {
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", broker.bootstrap())
+        .set("group.id", format!("txn-checker-{isolation}"))
+        .set("enable.auto.commit", "false")
+        .set("isolation.level", isolation)
+        .create()
+        .expect("checking consumer");
+    let mut tpl = TopicPartitionList::new();
+    for partition in 0..2 {
+        tpl.add_partition_offset(OUTPUT, partition, Offset::Beginning).unwrap();
+    }
+    c.assign(&tpl).expect("assign");
+    let (mut got, mut idle_after_last) = (Vec::new(), None::<Instant>);
+    let deadline = Instant::now() + TIMEOUT;
+    // After `last`, read on briefly: the other partition may hold more.
+    while idle_after_last.is_none_or(|t| t.elapsed() < Duration::from_secs(1)) {
+        assert!(Instant::now() < deadline, "{last:?} not read at {isolation} within {TIMEOUT:?}: {got:?}");
+        if let Some(m) = c.poll(Duration::from_millis(100)) {
+            let v = String::from_utf8_lossy(m.expect("output record").payload().unwrap_or_default()).into_owned();
+            if v == last {
+                idle_after_last = Some(Instant::now());
+            }
+            got.push(v);
+        }
+    }
+    got
 }
 
 /// Runs the shardlog binary; its standard output (it must succeed).

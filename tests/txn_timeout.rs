@@ -2,8 +2,10 @@
 //! the wire, a producer opens a transaction with a 1 s timeout and goes
 //! quiet; the coordinator's check (every 100 ms here) aborts it with a
 //! bumped epoch, so DescribeTransactions shows CompleteAbort and the old
-//! producer's EndTxn is answered as fenced. A TxnOffsetCommit inside it
-//! never becomes a committed offset.
+//! producer's EndTxn is answered as fenced. Its records never become
+//! visible to read_committed (ListOffsets and a confluent-kafka consumer),
+//! whose last stable offset moves past them, and a TxnOffsetCommit inside
+//! it never becomes a committed offset.
 
 mod common;
 
@@ -11,12 +13,16 @@ use std::time::{Duration, Instant};
 
 use common::{
     broker::Broker,
+    txn,
     wire::{create_topic, topic_name, Wire},
 };
 use kafka_protocol::messages::*;
 
 const CONFIG: &str = "transaction_abort_timed_out_transaction_cleanup_interval_ms = 100\n";
 const ID: &str = "timeout-txn";
+const TOPIC: &str = "timeout-out";
+const READ_UNCOMMITTED: i8 = 0;
+const READ_COMMITTED: i8 = 1;
 const GROUP: &str = "timeout-group";
 const PRODUCER_FENCED: i16 = 90;
 
@@ -32,7 +38,7 @@ fn an_open_transaction_past_its_timeout_is_aborted_and_its_producer_fenced() {
     let dir = common::tempdir().unwrap();
     let broker = Broker::start_with_config(&dir.path().join("data"), 2, CONFIG, &[]);
     let mut w = Wire::connect(&broker.bootstrap());
-    assert_eq!(create_topic(&mut w, "timeout-out", 2), 0);
+    assert_eq!(create_topic(&mut w, TOPIC, 2), 0);
 
     let mut init = InitProducerIdRequest::default();
     init.transactional_id = Some(TransactionalId(ID.into()));
@@ -43,7 +49,7 @@ fn an_open_transaction_past_its_timeout_is_aborted_and_its_producer_fenced() {
     assert_eq!(producer.error_code, 0);
 
     let mut topic = add_partitions_to_txn_request::AddPartitionsToTxnTopic::default();
-    topic.name = topic_name("timeout-out");
+    topic.name = topic_name(TOPIC);
     topic.partitions = vec![0, 1];
     let mut add = AddPartitionsToTxnRequest::default();
     add.v3_and_below_transactional_id = TransactionalId(ID.into());
@@ -52,6 +58,14 @@ fn an_open_transaction_past_its_timeout_is_aborted_and_its_producer_fenced() {
     add.v3_and_below_topics = vec![topic];
     let added: AddPartitionsToTxnResponse = w.call(ApiKey::AddPartitionsToTxn, 3, &add);
     assert!(added.results_by_topic_v3_and_below[0].results_by_partition.iter().all(|p| p.partition_error_code == 0));
+
+    // Records of the transaction, written and then left open.
+    let (pid, epoch) = (producer.producer_id.0, producer.producer_epoch);
+    let batch0 = txn::batch(pid, epoch, 0, &["t0-a", "t0-b", "t0-c"], true);
+    assert_eq!(txn::produce(&mut w, ID, TOPIC, 0, batch0), (0, 0));
+    assert_eq!(txn::produce(&mut w, ID, TOPIC, 1, txn::batch(pid, epoch, 0, &["t1-a", "t1-b"], true)), (0, 0));
+    assert_eq!(txn::latest(&mut w, TOPIC, 0, READ_COMMITTED), 0, "the open transaction holds the LSO");
+    assert_eq!(txn::latest(&mut w, TOPIC, 0, READ_UNCOMMITTED), 3);
 
     let mut offsets = AddOffsetsToTxnRequest::default();
     offsets.transactional_id = TransactionalId(ID.into());
@@ -64,7 +78,7 @@ fn an_open_transaction_past_its_timeout_is_aborted_and_its_producer_fenced() {
     p.partition_index = 0;
     p.committed_offset = 5;
     let mut t = txn_offset_commit_request::TxnOffsetCommitRequestTopic::default();
-    t.name = topic_name("timeout-out");
+    t.name = topic_name(TOPIC);
     t.partitions = vec![p];
     let mut commit = TxnOffsetCommitRequest::default();
     commit.transactional_id = TransactionalId(ID.into());
@@ -101,11 +115,24 @@ fn an_open_transaction_past_its_timeout_is_aborted_and_its_producer_fenced() {
     assert_eq!(ended.error_code, PRODUCER_FENCED, "the timed-out producer cannot commit");
 
     let mut ft = offset_fetch_request::OffsetFetchRequestTopic::default();
-    ft.name = topic_name("timeout-out");
+    ft.name = topic_name(TOPIC);
     ft.partition_indexes = vec![0];
     let mut fetch = OffsetFetchRequest::default();
     fetch.group_id = GroupId(GROUP.into());
     fetch.topics = Some(vec![ft]);
     let fetched: OffsetFetchResponse = w.call(ApiKey::OffsetFetch, 5, &fetch);
     assert_eq!(fetched.topics[0].partitions[0].committed_offset, -1, "the aborted offset was dropped");
+
+    // The abort's markers moved each LSO past the records (3 + marker, 2 +
+    // marker), and a read_committed consumer never sees them.
+    for (partition, end) in [(0, 4), (1, 3)] {
+        assert_eq!(txn::latest(&mut w, TOPIC, partition, READ_COMMITTED), end, "LSO of {TOPIC}-{partition}");
+        assert_eq!(txn::latest(&mut w, TOPIC, partition, READ_UNCOMMITTED), end);
+    }
+    let committed = txn::consume_python(&broker.bootstrap(), TOPIC, "read_committed", "0,1");
+    assert!(committed.records.is_empty(), "the timed-out transaction's records are visible: {committed:?}");
+    assert_eq!(committed.positions, [(0, 4), (1, 3)].into_iter().collect(), "the consumer moved past them");
+    let everything = txn::consume_python(&broker.bootstrap(), TOPIC, "read_uncommitted", "0,1");
+    let values: Vec<&str> = everything.records.iter().map(|(_, _, v)| v.as_str()).collect();
+    assert_eq!(values.len(), 5, "read_uncommitted sees the aborted records: {values:?}");
 }

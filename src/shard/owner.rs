@@ -114,12 +114,21 @@ impl Shard {
         let Some(p) = self.partition(&topic, partition) else {
             return produced(errors::UNKNOWN_TOPIC_OR_PARTITION, -1, -1, None, sent, started, &Default::default());
         };
-        let durability = if durable { Durability::Synced } else { Durability::Written };
         let mut timings = AppendTimings::default();
-        let appended = p.log.append_timed(batch, durability, &mut timings).await;
-        // A write that failed after others were queued may still have
-        // landed data for earlier batches: wake readers either way.
+        let appended = p.log.append_timed(batch, Durability::Written, &mut timings).await;
+        // Written records are readable: wake long-polling readers now, not
+        // after the sync (a write that failed after others were queued may
+        // still have landed data for earlier batches: wake them either way).
         p.appended.notify_all();
+        let appended = match appended {
+            Ok(info) if durable => {
+                let waited = Instant::now();
+                let synced = p.log.sync_through(info.last_offset + 1).await;
+                timings.sync += waited.elapsed();
+                synced.map(|()| info)
+            }
+            other => other,
+        };
         match appended {
             Ok(info) => produced(errors::NONE, info.base_offset, p.log.log_start(), None, sent, started, &timings),
             Err(e) => {
@@ -345,21 +354,8 @@ impl Shard {
                 glommio::spawn_local(async move {
                     let error = match shard.partition(&topic, partition) {
                         None => errors::UNKNOWN_TOPIC_OR_PARTITION,
-                        Some(p) => match p.log.append_marker(marker, now).await {
-                            Ok(_) => {
-                                p.appended.notify_all();
-                                // The group coordinator holds the producer's
-                                // transactional offsets until this marker.
-                                if &*topic == crate::groups::OFFSETS_TOPIC {
-                                    shard.groups.on_txn_marker(
-                                        partition,
-                                        marker.producer_id,
-                                        marker.producer_epoch,
-                                        marker.commit,
-                                    );
-                                }
-                                errors::NONE
-                            }
+                        Some(p) => match shard.write_one_marker(&p, &topic, partition, marker, now).await {
+                            Ok(()) => errors::NONE,
                             Err(e) => {
                                 log::warn!("shard {}: transaction marker for {topic}-{partition}: {e}", shard.id);
                                 error_code(&e)
@@ -375,6 +371,31 @@ impl Shard {
             written.push(task.await);
         }
         written
+    }
+
+    /// One partition's marker: written, then read_committed readers woken
+    /// (the last stable offset moved at the write), then synced before the
+    /// coordinator hears of it. A marker lost to a crash before its sync is
+    /// written again: the coordinator's prepare record, durable before any
+    /// marker, still holds the outcome.
+    async fn write_one_marker(
+        &self,
+        p: &Partition,
+        topic: &TopicHandle,
+        partition: i32,
+        marker: crate::protocol::record_batch::TxnMarker,
+        now: i64,
+    ) -> Result<(), StorageError> {
+        let written = p.log.append_marker(marker, now, Durability::Written).await;
+        p.appended.notify_all();
+        let info = written?;
+        p.log.sync_through(info.last_offset + 1).await?;
+        // The group coordinator holds the producer's transactional offsets
+        // until this marker is durable.
+        if &**topic == crate::groups::OFFSETS_TOPIC {
+            self.groups.on_txn_marker(partition, marker.producer_id, marker.producer_epoch, marker.commit);
+        }
+        Ok(())
     }
 
     /// Takes a new topic table: opens partitions newly assigned here, closes

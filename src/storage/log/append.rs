@@ -124,16 +124,22 @@ impl PartitionLog {
     }
 
     /// Appends a transaction marker (a control batch) and returns once it is
-    /// durable: the coordinator counts a transaction finished in a partition
-    /// only when its marker cannot be lost.
+    /// written, or durable for [`Durability::Synced`]: the coordinator counts
+    /// a transaction finished in a partition only when its marker cannot be
+    /// lost, so a caller asking for less syncs before it answers.
     /// A marker from an epoch older than the producer's here is refused
     /// (StaleEpoch: INVALID_PRODUCER_EPOCH); it comes from a fenced round.
-    pub async fn append_marker(&self, marker: TxnMarker, timestamp: i64) -> Result<AppendInfo, StorageError> {
+    pub async fn append_marker(
+        &self,
+        marker: TxnMarker,
+        timestamp: i64,
+        durability: Durability,
+    ) -> Result<AppendInfo, StorageError> {
         let checked = self.state.borrow().producers.check_marker(marker.producer_id, marker.producer_epoch);
         checked.map_err(|reason| StorageError::Sequence { partition: self.name.clone(), reason })?;
         let batch = BytesMut::from(&record_batch::encode_control_batch(&marker, timestamp)[..]);
         let header = record_batch::BatchHeader::parse(&batch, usize::MAX).expect("an encoded control batch parses");
-        self.write_queued(batch, header, Durability::Synced, &mut AppendTimings::default()).await
+        self.write_queued(batch, header, durability, &mut AppendTimings::default()).await
     }
 
     /// Queues a checked batch, writes the queue (or waits for the writer

@@ -65,7 +65,7 @@ fn lso_aborted_index_and_an_unclean_reopen() {
         assert_eq!(log.append(txn_batch(b, 0, 0, 1), Durability::Synced).await.unwrap().base_offset, 2);
         assert_eq!(log.append(txn_batch(a, 0, 2, 1), Durability::Synced).await.unwrap().base_offset, 3);
         assert_eq!(log.last_stable_offset(), 0);
-        assert_eq!(log.append_marker(marker(a, false), 0).await.unwrap().base_offset, 4);
+        assert_eq!(log.append_marker(marker(a, false), 0, Durability::Synced).await.unwrap().base_offset, 4);
         assert_eq!(log.last_stable_offset(), 2, "b's transaction now holds the LSO");
         let abort_a = AbortedTxn { producer_id: a, first_offset: 0, last_offset: 4, last_stable_offset: 2 };
         assert_eq!(log.aborted_index(), vec![abort_a]);
@@ -78,7 +78,7 @@ fn lso_aborted_index_and_an_unclean_reopen() {
         // A stale epoch's marker is refused and writes nothing.
         let end = log.log_end();
         let stale = TxnMarker { producer_epoch: -1, ..marker(b, true) };
-        assert!(log.append_marker(stale, 0).await.is_err());
+        assert!(log.append_marker(stale, 0, Durability::Synced).await.is_err());
         assert_eq!(log.log_end(), end);
         // b writes more, then the broker stops without close.
         assert_eq!(log.append(txn_batch(b, 0, 1, 2), Durability::Synced).await.unwrap().base_offset, 5);
@@ -89,7 +89,7 @@ fn lso_aborted_index_and_an_unclean_reopen() {
         assert_eq!(log.last_stable_offset(), 2);
         assert_eq!(log.aborted_index(), vec![abort_a], "rebuilt from the batches");
         // b commits: nothing is open, the LSO is the log end.
-        assert_eq!(log.append_marker(marker(b, true), 0).await.unwrap().base_offset, 7);
+        assert_eq!(log.append_marker(marker(b, true), 0, Durability::Synced).await.unwrap().base_offset, 7);
         assert_eq!(log.last_stable_offset(), 8);
         assert_eq!(log.aborted_index(), vec![abort_a], "a commit adds no entry");
         // The sequence continues after the reopen.
@@ -111,7 +111,7 @@ fn a_sealed_segment_keeps_its_aborts_in_a_txnindex_file() {
             let pid = 100 + i64::from(round);
             let first = log.append(txn_batch(pid, 0, 0, 40), Durability::Synced).await.unwrap().base_offset;
             let commit = round % 3 == 0;
-            let at = log.append_marker(marker(pid, commit), 0).await.unwrap().base_offset;
+            let at = log.append_marker(marker(pid, commit), 0, Durability::Synced).await.unwrap().base_offset;
             if !commit {
                 expected.push(AbortedTxn {
                     producer_id: pid,
@@ -212,10 +212,10 @@ fn compaction_never_lets_an_aborted_record_shadow_a_committed_one() {
         let w = Durability::Synced;
         log.append(keyed_batch(None, &[("k", "committed"), ("other", "old")]), w).await.unwrap(); // 0, 1
         log.append(keyed_batch(Some((7, 0)), &[("k", "aborted"), ("other", "aborted")]), w).await.unwrap(); // 2, 3
-        log.append_marker(marker(7, false), 0).await.unwrap(); // 4
+        log.append_marker(marker(7, false), 0, Durability::Synced).await.unwrap(); // 4
         log.append(keyed_batch(Some((8, 0)), &[("other", "new")]), w).await.unwrap(); // 5
-        log.append_marker(marker(8, true), 0).await.unwrap(); // 6
-                                                              // Filler of other keys until the records above are sealed.
+        log.append_marker(marker(8, true), 0, Durability::Synced).await.unwrap(); // 6
+                                                                                  // Filler of other keys until the records above are sealed.
         let pad = "x".repeat(200);
         let mut filler = 0;
         while log.segment_count() < 3 {
@@ -250,13 +250,13 @@ fn retention_keeps_an_open_transaction_and_drops_old_aborts_with_their_files() {
         let w = Durability::Synced;
         // An abort in the first segment, then an open transaction of 9.
         log.append(txn_batch(5, 0, 0, 40), w).await.unwrap();
-        log.append_marker(marker(5, false), 0).await.unwrap();
+        log.append_marker(marker(5, false), 0, Durability::Synced).await.unwrap();
         while log.segment_count() < 2 {
             log.append(txn_batch(6, 0, log.producer(6).map_or(0, |p| p.batches.back().unwrap().last_seq + 1), 40), w)
                 .await
                 .unwrap();
         }
-        log.append_marker(marker(6, true), 0).await.unwrap();
+        log.append_marker(marker(6, true), 0, Durability::Synced).await.unwrap();
         let open_at = log.append(txn_batch(9, 0, 0, 40), w).await.unwrap().base_offset;
         while log.segment_count() < 5 {
             let seq = log.producer(9).map_or(0, |p| p.batches.back().unwrap().last_seq + 1);
@@ -293,7 +293,7 @@ fn retention_keeps_an_open_transaction_and_drops_old_aborts_with_their_files() {
         assert!(log.aborted_index().is_empty(), "the abort went with its segment");
         assert!(!dir.path().join(format!("{first_base:020}.txnindex")).exists(), "and its file");
         // Once it commits, retention may go on.
-        log.append_marker(marker(9, true), 0).await.unwrap();
+        log.append_marker(marker(9, true), 0, Durability::Synced).await.unwrap();
         log.enforce_retention().await.unwrap();
         assert!(log.log_start() > open_at);
         log.close().await.unwrap();
