@@ -7,12 +7,12 @@
 # BROKER_CORE, the generator (librdkafka's threads and the read_committed
 # reader included) pinned to CLIENT_CORE:
 #   1. throughput: unthrottled (--rate 0), THROUGHPUT_REPS (default REPS) times;
-#   2. latency: at RATE msg/s, REPS times, with a read_committed consumer
-#      timing every record end to end.
+#   2. latency: at each rate of RATES msg/s, REPS times, with a
+#      read_committed consumer timing every record end to end.
 # perf/transactions-summary.py prints the medians.
 #
 # Usage: perf/transactions-bench.sh     (about 4 minutes with the defaults)
-#        THROUGHPUT_REPS=0 RATE=2000 perf/transactions-bench.sh   (latency only)
+#        THROUGHPUT_REPS=0 RATES=2000 perf/transactions-bench.sh   (latency only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,7 +20,7 @@ DURATION="${DURATION:-10s}"
 WARMUP="${WARMUP:-2s}"
 REPS="${REPS:-3}"
 THROUGHPUT_REPS="${THROUGHPUT_REPS:-$REPS}"
-RATE="${RATE:-20000}"
+RATES="${RATES:-2000 20000}"
 INTERVAL="${INTERVAL:-100ms}"
 BROKER_CORE="${BROKER_CORE:-0}"
 CLIENT_CORE="${CLIENT_CORE:-1}"
@@ -59,7 +59,9 @@ run() { # name, extra bench arguments
 for i in $(seq "$THROUGHPUT_REPS"); do
     run "throughput-$i" --rate 0
 done
-for i in $(seq "$REPS"); do
-    run "latency-$i" --rate "$RATE"
+for rate in $RATES; do
+    for i in $(seq "$REPS"); do
+        run "latency-$rate-$i" --rate "$rate"
+    done
 done
 python3 perf/transactions-summary.py "$OUT" | tee "$OUT/summary.md"

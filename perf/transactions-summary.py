@@ -23,13 +23,32 @@ def med(runs, *path):
     return statistics.median(values), values
 
 
+def latency_rows(lat, rate):
+    target = lat[0]["comparison"]["target_e2e_p99_ms_at_most"]
+    for q in ("p50", "p99", "p99.9"):
+        a, _ = med(lat, "without_transactions", "e2e_latency_ms", f"{q}_ms")
+        b, bs = med(lat, "transactional", "e2e_latency_ms", f"{q}_ms")
+        t = f"≤ {target:g} ms: {'met' if b <= target else 'not met'}" if q == "p99" else ""
+        print(f"| {rate:,.0f} msg/s: read_committed e2e {q}, ms | {a:.3f} | {b:.3f} ({', '.join(f'{x:.3f}' for x in bs)}) | | {t} |")
+    for q in ("p50", "p99"):
+        a, _ = med(lat, "without_transactions", "latency_ms", f"{q}_ms")
+        b, _ = med(lat, "transactional", "latency_ms", f"{q}_ms")
+        print(f"| {rate:,.0f} msg/s: produce (corrected) {q}, ms | {a:.3f} | {b:.3f} | | |")
+    a, _ = med(lat, "without_transactions", "throughput", "msgs_per_s")
+    b, _ = med(lat, "transactional", "throughput", "msgs_per_s")
+    print(f"| {rate:,.0f} msg/s: achieved msg/s | {a:,.0f} | {b:,.0f} | {b / a:.2f} | |")
+    cp99, _ = med(lat, "comparison", "commit_transaction_ms", "p99_ms")
+    cp50, _ = med(lat, "comparison", "commit_transaction_ms", "p50_ms")
+    print(f"| {rate:,.0f} msg/s: commit_transaction p50 / p99, ms | | {cp50:.3f} / {cp99:.3f} | | |")
+
+
 def main(out):
     thr, lat = load(out, "throughput"), load(out, "latency")
     first = (thr or lat)[0]
     p = first["parameters"]
     print(f"machine: {first['machine']['cpu']}, {first['machine']['cores']} cores, kernel {first['machine']['kernel']}; commit {first['commit']}")
     print(f"{p['partitions']} partitions, {p['record_size']} B records, acks={p['acks']}, commit every {p['txn_interval_ms']:g} ms, "
-          f"{p['duration_s']:g} s measured after {p['warmup_s']:g} s warm-up, generator on core(s) {p['cores']}; medians of {len(thr)} and {len(lat)}")
+          f"{p['duration_s']:g} s measured after {p['warmup_s']:g} s warm-up, generator on core(s) {p['cores']}; medians of {len(thr)} (throughput) and {len(lat) // max(1, len({r['parameters']['rate'] for r in lat}))} per rate (latency)")
     print()
     print("| run | without transactions | with transactions | ratio | target |")
     print("|---|---:|---:|---:|---|")
@@ -41,24 +60,9 @@ def main(out):
         commits, _ = med(thr, "comparison", "commits")
         cp99, _ = med(thr, "comparison", "commit_transaction_ms", "p99_ms")
         print(f"| unthrottled: commits, commit_transaction p99 ms | | {commits:.0f}, {cp99:.3f} | | |")
-    if lat:
-        rate = lat[0]["parameters"]["rate"]
-        target = lat[0]["comparison"]["target_e2e_p99_ms_at_most"]
-        for q in ("p50", "p99", "p99.9"):
-            a, _ = med(lat, "without_transactions", "e2e_latency_ms", f"{q}_ms")
-            b, bs = med(lat, "transactional", "e2e_latency_ms", f"{q}_ms")
-            t = f"≤ {target:g} ms: {'met' if b <= target else 'not met'}" if q == "p99" else ""
-            print(f"| {rate:,.0f} msg/s: read_committed e2e {q}, ms | {a:.3f} | {b:.3f} ({', '.join(f'{x:.3f}' for x in bs)}) | | {t} |")
-        for q in ("p50", "p99"):
-            a, _ = med(lat, "without_transactions", "latency_ms", f"{q}_ms")
-            b, _ = med(lat, "transactional", "latency_ms", f"{q}_ms")
-            print(f"| {rate:,.0f} msg/s: produce (corrected) {q}, ms | {a:.3f} | {b:.3f} | | |")
-        a, _ = med(lat, "without_transactions", "throughput", "msgs_per_s")
-        b, _ = med(lat, "transactional", "throughput", "msgs_per_s")
-        print(f"| {rate:,.0f} msg/s: achieved msg/s | {a:,.0f} | {b:,.0f} | {b / a:.2f} | |")
-        cp99, _ = med(lat, "comparison", "commit_transaction_ms", "p99_ms")
-        cp50, _ = med(lat, "comparison", "commit_transaction_ms", "p50_ms")
-        print(f"| {rate:,.0f} msg/s: commit_transaction p50 / p99, ms | | {cp50:.3f} / {cp99:.3f} | | |")
+    rates = sorted({r["parameters"]["rate"] for r in lat})
+    for rate in rates:
+        latency_rows([r for r in lat if r["parameters"]["rate"] == rate], rate)
     bad = [r["status"] for r in thr + lat if r["status"] != "ok"]
     print()
     print(f"validation: {len(thr) + len(lat) - len(bad)} of {len(thr) + len(lat)} invocations ok (every record acknowledged"
