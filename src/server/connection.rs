@@ -315,6 +315,9 @@ async fn handle_other(
         Request::ListGroups(req) => respond!(groups::list(shard, req).await),
         Request::DeleteGroups(req) => respond!(groups::delete(shard, req).await),
         Request::OffsetDelete(req) => respond!(groups::offset_delete(shard, req).await),
+        Request::CreateAcls(req) => respond!(handlers::acls::create(shard, session, req).await),
+        Request::DescribeAcls(req) => respond!(handlers::acls::describe(shard, session, req)),
+        Request::DeleteAcls(req) => respond!(handlers::acls::delete(shard, session, req).await),
         Request::Fetch(_) => return Err("Fetch is answered by handle_frame".into()),
     };
     Ok(Some(out))
@@ -355,6 +358,9 @@ enum Request {
     TxnOffsetCommit(TxnOffsetCommitRequest),
     DescribeTransactions(DescribeTransactionsRequest),
     ListTransactions(ListTransactionsRequest),
+    CreateAcls(CreateAclsRequest),
+    DescribeAcls(DescribeAclsRequest),
+    DeleteAcls(DeleteAclsRequest),
 }
 
 /// Decodes the body after the request header: the one place that maps an
@@ -402,6 +408,9 @@ fn decode_body(key: ApiKey, version: i16, body: &mut Bytes) -> Result<Request, S
         ApiKey::TxnOffsetCommit => decode!(TxnOffsetCommit, TxnOffsetCommitRequest),
         ApiKey::DescribeTransactions => decode!(DescribeTransactions, DescribeTransactionsRequest),
         ApiKey::ListTransactions => decode!(ListTransactions, ListTransactionsRequest),
+        ApiKey::CreateAcls => decode!(CreateAcls, CreateAclsRequest),
+        ApiKey::DescribeAcls => decode!(DescribeAcls, DescribeAclsRequest),
+        ApiKey::DeleteAcls => decode!(DeleteAcls, DeleteAclsRequest),
         other => return Err(format!("{other:?} is not served")),
     })
 }
