@@ -115,11 +115,12 @@ pub fn describe(shard: &Rc<Shard>, session: &Session, req: DescribeAclsRequest) 
                 .with_acls(acls)
         })
         .collect();
-    DescribeAclsResponse::default().with_resources(resources)
+    DescribeAclsResponse::default().with_error_message(None).with_resources(resources)
 }
 
 fn matching(acl: &Acl) -> DeleteAclsMatchingAcl {
     DeleteAclsMatchingAcl::default()
+        .with_error_message(None)
         .with_resource_type(acl.resource_type.code())
         .with_resource_name(str_bytes(&acl.resource_name))
         .with_pattern_type(acl.pattern_type.code())
@@ -165,6 +166,7 @@ pub async fn delete(shard: &Rc<Shard>, session: &Session, req: DeleteAclsRequest
         .into_iter()
         .map(|p| match p {
             Ok(_) => DeleteAclsFilterResult::default()
+                .with_error_message(None)
                 .with_matching_acls(deleted.next().unwrap_or_default().iter().map(matching).collect()),
             Err(why) => failed(errors::INVALID_REQUEST, Some(why)),
         })
