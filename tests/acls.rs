@@ -4,6 +4,8 @@
 //! to it: first while the config makes it a super user (the bootstrap
 //! admin), then the broker restarts without that and the ACLs alone decide.
 
+#[path = "acls/codes.rs"]
+mod codes;
 mod common;
 
 use serde_json::Value;

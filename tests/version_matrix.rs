@@ -14,9 +14,9 @@
 //! A failing pair does not stop the run: every pair is tried on a fresh
 //! connection and the test fails at the end with the whole list.
 
-mod common;
 #[path = "version_matrix/acls.rs"]
 mod acls;
+mod common;
 #[path = "version_matrix/txn.rs"]
 mod txn;
 

@@ -14,7 +14,14 @@ pub struct AclClient {
 }
 
 /// One ACL (or, with "ANY"/null fields, a filter) in the script's form.
-pub fn acl(resource_type: &str, name: &str, pattern: &str, principal: &str, operation: &str, permission: &str) -> Value {
+pub fn acl(
+    resource_type: &str,
+    name: &str,
+    pattern: &str,
+    principal: &str,
+    operation: &str,
+    permission: &str,
+) -> Value {
     json!({
         "resource_type": resource_type, "name": name, "pattern_type": pattern,
         "principal": principal, "host": "*", "operation": operation, "permission": permission,

@@ -4,8 +4,8 @@
 //! (the matrix broker keeps `allow_everyone_if_no_acl_found`).
 
 use kafka_protocol::messages::{
-    create_acls_request::AclCreation, delete_acls_request::DeleteAclsFilter, describe_acls_response::DescribeAclsResource,
-    *,
+    create_acls_request::AclCreation, delete_acls_request::DeleteAclsFilter,
+    describe_acls_response::DescribeAclsResource, *,
 };
 
 use super::{s, Wire, NONE};
