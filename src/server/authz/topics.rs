@@ -22,8 +22,11 @@ use crate::{
         acl::{Operation, ResourceType},
         Session,
     },
-    server::handlers::{self, fetch::FetchAnswer},
-    shard::Shard,
+    server::{
+        fetch_encode::{PartitionOut, TopicOut},
+        handlers::{self, fetch::FetchAnswer},
+    },
+    shard::{topics::TopicHandle, Shard},
 };
 
 const TOPIC_DENIED: i16 = errors::TOPIC_AUTHORIZATION_FAILED;
@@ -74,23 +77,51 @@ pub async fn produce(
     Some(response)
 }
 
-/// Fetch is checked on its answer, so partitions an incremental fetch
-/// session carries (not named in the request) are checked too: a topic
-/// the session may not READ is answered TOPIC_AUTHORIZATION_FAILED, with
-/// no records.
-pub async fn fetch(shard: &Rc<Shard>, session: &Session, req: FetchRequest, version: i16) -> FetchAnswer {
+fn fetch_denied(partition: i32) -> PartitionOut {
+    PartitionOut {
+        partition,
+        error: TOPIC_DENIED,
+        high_watermark: -1,
+        last_stable_offset: -1,
+        log_start: -1,
+        aborted: Vec::new(),
+        records: Vec::new(),
+    }
+}
+
+/// Fetch: the topics a request names that the session may not READ are
+/// not read (nor added to a fetch session) and are answered
+/// TOPIC_AUTHORIZATION_FAILED; the answer is checked again, so partitions
+/// an incremental fetch session carries from before an ACL change are
+/// refused too, with no records.
+pub async fn fetch(shard: &Rc<Shard>, session: &Session, mut req: FetchRequest, version: i16) -> FetchAnswer {
+    let table = shard.topics();
+    let name_of = |t: &fetch_request::FetchTopic| -> Option<TopicHandle> {
+        if version >= 13 {
+            table.name_by_id(&t.topic_id).cloned()
+        } else {
+            Some(TopicHandle::from(t.topic.as_str()))
+        }
+    };
+    let mut refused = Vec::new();
+    req.topics.retain(|t| match name_of(t) {
+        Some(name) if !may(shard, session, Operation::Read, &name) => {
+            let partitions = t.partitions.iter().map(|p| fetch_denied(p.partition)).collect();
+            refused.push(TopicOut { name, id: t.topic_id, partitions });
+            false
+        }
+        _ => true,
+    });
     let mut answer = handlers::fetch::handle(shard, req, version).await;
     for topic in &mut answer.topics {
         if topic.name.is_empty() || may(shard, session, Operation::Read, &topic.name) {
             continue;
         }
         for p in &mut topic.partitions {
-            p.error = TOPIC_DENIED;
-            p.records.clear();
-            p.aborted.clear();
-            (p.high_watermark, p.last_stable_offset, p.log_start) = (-1, -1, -1);
+            *p = fetch_denied(p.partition);
         }
     }
+    answer.topics.extend(refused);
     answer
 }
 
