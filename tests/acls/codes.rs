@@ -133,3 +133,68 @@ fn refusals_carry_kafkas_error_codes() {
         assert!(counted >= 1.0, "denials with code {code} counted: {counted}");
     }
 }
+
+fn session_fetch(id: i32, epoch: i32, partitions: &[(i32, i64)]) -> FetchRequest {
+    let mut req = fetch_request("carried", partitions, 0, 0);
+    if partitions.is_empty() {
+        req.topics.clear();
+    }
+    req.session_id = id;
+    req.session_epoch = epoch;
+    req
+}
+
+/// (error, bytes of records) of the one partition answered.
+fn only_partition(resp: &FetchResponse) -> (i16, usize) {
+    let parts: Vec<_> = resp.responses.iter().flat_map(|t| &t.partitions).collect();
+    assert_eq!(parts.len(), 1, "{resp:?}");
+    (parts[0].error_code, parts[0].records.as_ref().map_or(0, |r| r.len()))
+}
+
+/// With the default settings (no super users, a resource no ACL names is
+/// open), a DENY made on the fly refuses a partition a fetch session
+/// already carries, and once a resource has an ACL, operations it does
+/// not allow are refused too; deleting it opens the resource again.
+#[test]
+fn a_deny_reaches_a_fetch_session_and_closes_the_topic_to_what_it_does_not_allow() {
+    let dir = crate::common::tempdir().unwrap();
+    let broker = Broker::start(&dir.path().join("data"), 1);
+    let mut w = Wire::connect(&broker.bootstrap());
+    assert_eq!(create_topic(&mut w, "carried", 1), 0);
+    let batch = random_batch(&mut Rng::new(5), 2, 100).freeze();
+    assert_eq!(produce(&mut w, "carried", 0, batch.clone(), -1).0, 0);
+    let resp: FetchResponse = w.call(ApiKey::Fetch, 12, &session_fetch(0, 0, &[(0, 0)]));
+    let id = resp.session_id;
+    assert!(id > 0 && only_partition(&resp).1 > 0, "{resp:?}");
+
+    let deny = create_acls_request::AclCreation::default()
+        .with_resource_type(2)
+        .with_resource_name(s("carried"))
+        .with_resource_pattern_type(3)
+        .with_principal(s("User:ANONYMOUS"))
+        .with_host(s("*"))
+        .with_operation(3)
+        .with_permission_type(2);
+    let made: CreateAclsResponse =
+        w.call(ApiKey::CreateAcls, 2, &CreateAclsRequest::default().with_creations(vec![deny.clone()]));
+    assert_eq!(made.results[0].error_code, 0, "the cluster has no ACL: open to all");
+
+    let resp: FetchResponse = w.call(ApiKey::Fetch, 12, &session_fetch(id, 1, &[]));
+    assert_eq!(only_partition(&resp), (TOPIC_DENIED, 0), "the session's partition is refused");
+    assert_eq!(produce(&mut w, "carried", 0, batch, -1).0, TOPIC_DENIED, "an ACL names the topic now");
+
+    let filter = delete_acls_request::DeleteAclsFilter::default()
+        .with_resource_type_filter(2)
+        .with_resource_name_filter(Some(s("carried")))
+        .with_pattern_type_filter(3)
+        .with_principal_filter(None)
+        .with_host_filter(None)
+        .with_operation(1)
+        .with_permission_type(1);
+    let gone: DeleteAclsResponse =
+        w.call(ApiKey::DeleteAcls, 2, &DeleteAclsRequest::default().with_filters(vec![filter]));
+    assert_eq!(gone.filter_results[0].matching_acls.len(), 1, "{gone:?}");
+    let resp: FetchResponse = w.call(ApiKey::Fetch, 12, &session_fetch(id, 2, &[]));
+    let (error, bytes) = only_partition(&resp);
+    assert!(error == 0 && bytes > 0, "open again: {resp:?}");
+}
