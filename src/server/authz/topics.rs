@@ -191,6 +191,7 @@ pub async fn metadata(
     let all_topics = req.topics.is_none() || (version == 0 && req.topics.as_ref().is_some_and(Vec::is_empty));
     let would_create = shard.settings.auto_create_topics && (version < 4 || req.allow_auto_topic_creation);
     let mut refused = Vec::new();
+    let by_id: Vec<uuid::Uuid> = req.topics.iter().flatten().filter(|t| t.name.is_none()).map(|t| t.topic_id).collect();
     if let (Some(topics), false) = (req.topics.as_mut(), all_topics) {
         let table = shard.topics();
         let may_create_any = || on_cluster(shard, session, Operation::Create);
@@ -215,6 +216,9 @@ pub async fn metadata(
         for t in response.topics.iter_mut().filter(|t| !describable(t)) {
             t.error_code = TOPIC_DENIED;
             t.partitions.clear();
+            if by_id.contains(&t.topic_id) {
+                t.name = None; // asked by id: the name is not the session's to learn
+            }
         }
     }
     for name in refused {

@@ -121,23 +121,31 @@ pub async fn end(shard: &Rc<Shard>, session: &Session, req: EndTxnRequest, versi
 pub async fn offset_commit(
     shard: &Rc<Shard>,
     session: &Session,
-    req: TxnOffsetCommitRequest,
+    mut req: TxnOffsetCommitRequest,
     version: i16,
 ) -> TxnOffsetCommitResponse {
     let code = if !txn_id(shard, session, Operation::Write, req.transactional_id.as_str()) {
-        Some(TXN_DENIED)
+        TXN_DENIED
     } else if !authorize(shard, session, Operation::Read, ResourceType::Group, req.group_id.as_str()) {
-        Some(errors::GROUP_AUTHORIZATION_FAILED)
-    } else if req.topics.iter().any(|t| !authorize(shard, session, Operation::Read, ResourceType::Topic, &t.name)) {
-        Some(errors::TOPIC_AUTHORIZATION_FAILED)
+        errors::GROUP_AUTHORIZATION_FAILED
     } else {
-        None
+        // Topics it may not READ are refused; the others are committed.
+        let (allowed, denied): (Vec<_>, Vec<_>) = std::mem::take(&mut req.topics)
+            .into_iter()
+            .partition(|t| authorize(shard, session, Operation::Read, ResourceType::Topic, &t.name));
+        req.topics = allowed;
+        let mut response = handlers::txn_offset_commit::handle(shard, req, version).await;
+        response.topics.extend(refused_offsets(&denied, errors::TOPIC_AUTHORIZATION_FAILED));
+        return response;
     };
-    let Some(code) = code else {
-        return handlers::txn_offset_commit::handle(shard, req, version).await;
-    };
-    let topics = req
-        .topics
+    TxnOffsetCommitResponse::default().with_topics(refused_offsets(&req.topics, code))
+}
+
+fn refused_offsets(
+    topics: &[txn_offset_commit_request::TxnOffsetCommitRequestTopic],
+    code: i16,
+) -> Vec<TxnOffsetCommitResponseTopic> {
+    topics
         .iter()
         .map(|t| {
             let partitions = t
@@ -151,8 +159,7 @@ pub async fn offset_commit(
                 .collect();
             TxnOffsetCommitResponseTopic::default().with_name(t.name.clone()).with_partitions(partitions)
         })
-        .collect();
-    TxnOffsetCommitResponse::default().with_topics(topics)
+        .collect()
 }
 
 pub async fn describe(
