@@ -28,7 +28,8 @@ if [ ! -d tests/kafkajs/node_modules/kafkajs ]; then
     (cd tests/kafkajs && npm ci --no-audit --no-fund --silent)
 fi
 # confluent-kafka's AdminClient drives the admin tests (admin_clients,
-# confluent_admin: ListOffsets MAX_TIMESTAMP); librdkafka is inside the wheel.
+# confluent_admin: ListOffsets MAX_TIMESTAMP; acls: ACL administration and
+# what the ACLs allow); librdkafka is inside the wheel.
 if ! python3 -c 'import confluent_kafka' >/dev/null 2>&1; then
     python3 -m pip install --quiet --disable-pip-version-check "confluent-kafka==2.16.1"
 fi

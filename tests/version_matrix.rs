@@ -14,6 +14,8 @@
 //! A failing pair does not stop the run: every pair is tried on a fresh
 //! connection and the test fails at the end with the whole list.
 
+#[path = "version_matrix/acls.rs"]
+mod acls;
 mod common;
 #[path = "version_matrix/txn.rs"]
 mod txn;
@@ -221,6 +223,9 @@ fn check(fx: &Fixture, key: ApiKey, v: i16) {
         ApiKey::TxnOffsetCommit => txn::txn_offset_commit(&mut w, v),
         ApiKey::DescribeTransactions => txn::describe_transactions(&mut w, v),
         ApiKey::ListTransactions => txn::list_transactions(&mut w, v),
+        ApiKey::CreateAcls => acls::create_acls(&mut w, v),
+        ApiKey::DescribeAcls => acls::describe_acls(&mut w, v),
+        ApiKey::DeleteAcls => acls::delete_acls(&mut w, v),
         other => panic!("{other:?} is advertised but the matrix has no check for it"),
     }
 }

@@ -195,6 +195,15 @@ impl Scrape {
         )?;
         family(
             e,
+            "shardlog_authorization_denied",
+            "Checks refused by the ACLs, by the Kafka error code answered.",
+            MetricType::Counter,
+            shards.iter().flat_map(|s| {
+                s.authorization_denied.iter().map(move |(c, n)| (l(&[shard(s), ("code", c.to_string())]), counter(*n)))
+            }),
+        )?;
+        family(
+            e,
             "shardlog_fetch_errors",
             "Partitions answered with an error by Fetch, by Kafka error code.",
             MetricType::Counter,

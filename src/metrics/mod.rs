@@ -82,6 +82,9 @@ pub struct ShardMetrics {
     /// Error code → partitions a produce answered with it.
     pub produce_errors: RefCell<BTreeMap<i16, u64>>,
     pub fetch_errors: RefCell<BTreeMap<i16, u64>>,
+    /// Error code (TOPIC/GROUP/CLUSTER/TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    /// → checks the ACLs refused.
+    pub authorization_denied: RefCell<BTreeMap<i16, u64>>,
     /// Fetches waiting for data right now.
     pub long_poll_waiters: Cell<u64>,
     pub cross_shard_sent: Cell<u64>,

@@ -33,6 +33,7 @@ pub struct ShardSnapshot {
     pub stages: Vec<(i16, super::StagesSnapshot)>,
     pub produce_errors: Vec<(i16, u64)>,
     pub fetch_errors: Vec<(i16, u64)>,
+    pub authorization_denied: Vec<(i16, u64)>,
     pub long_poll_waiters: u64,
     pub cross_shard_sent: u64,
     pub cross_shard_received: u64,

@@ -52,6 +52,10 @@ pub const CONCURRENT_TRANSACTIONS: ErrorCode = 51;
 pub const OPERATION_NOT_ATTEMPTED: ErrorCode = 55;
 pub const PRODUCER_FENCED: ErrorCode = 90;
 pub const TRANSACTIONAL_ID_NOT_FOUND: ErrorCode = 105;
+pub const TOPIC_AUTHORIZATION_FAILED: ErrorCode = 29;
+pub const GROUP_AUTHORIZATION_FAILED: ErrorCode = 30;
+pub const CLUSTER_AUTHORIZATION_FAILED: ErrorCode = 31;
+pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: ErrorCode = 53;
 
 #[cfg(test)]
 mod tests {
@@ -110,6 +114,10 @@ mod tests {
             (OPERATION_NOT_ATTEMPTED, E::OperationNotAttempted),
             (PRODUCER_FENCED, E::ProducerFenced),
             (TRANSACTIONAL_ID_NOT_FOUND, E::TransactionalIdNotFound),
+            (TOPIC_AUTHORIZATION_FAILED, E::TopicAuthorizationFailed),
+            (GROUP_AUTHORIZATION_FAILED, E::GroupAuthorizationFailed),
+            (CLUSTER_AUTHORIZATION_FAILED, E::ClusterAuthorizationFailed),
+            (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, E::TransactionalIdAuthorizationFailed),
         ];
         for (ours, kafka) in table {
             assert_eq!(ours, kafka.code(), "{kafka:?}");

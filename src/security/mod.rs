@@ -5,6 +5,10 @@
 //! without a client certificate is `User:ANONYMOUS` from the start; a SASL
 //! listener's connections become their user once SaslAuthenticate succeeds.
 
+pub mod acl;
+pub mod acl_store;
+pub mod authorizer;
+
 use std::{cell::RefCell, fmt, rc::Rc};
 
 /// Kafka's security protocols, one per listener.

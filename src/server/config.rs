@@ -68,6 +68,11 @@ pub struct ServeConfig {
     /// Segment files unused for this long to twice this long close their
     /// descriptors (`storage::open_files`); they reopen when next used.
     pub segment_files_idle_close_ms: u64,
+    /// Principals that skip every ACL check, e.g. `["User:admin"]`.
+    pub super_users: Vec<String>,
+    /// Whether a resource no ACL names is open to all; true when unset,
+    /// always false when a listener authenticates (`security::authorizer`).
+    pub allow_everyone_if_no_acl_found: Option<bool>,
 }
 
 impl Default for ServeConfig {
@@ -100,6 +105,8 @@ impl Default for ServeConfig {
             zero_ahead_bytes: crate::limits::ZERO_AHEAD_BYTES_DEFAULT,
             memory: None,
             segment_files_idle_close_ms: 30_000,
+            super_users: Vec::new(),
+            allow_everyone_if_no_acl_found: None,
         }
     }
 }
@@ -127,6 +134,20 @@ impl ServeConfig {
         let (host, port) = text.rsplit_once(':').ok_or_else(|| format!("--advertise {text:?}: expected HOST:PORT"))?;
         let port = port.parse::<u16>().map_err(|e| format!("--advertise {text:?}: {e}"))?;
         Ok((host.trim_matches(|c| c == '[' || c == ']').to_string(), i32::from(port)))
+    }
+
+    /// The authorizer's settings; `any_listener_authenticates` from the
+    /// listeners (`security::authorizer::listener_authenticates`).
+    pub fn authorizer_settings(
+        &self,
+        any_listener_authenticates: bool,
+    ) -> Result<crate::security::authorizer::AuthorizerSettings, String> {
+        use crate::security::authorizer::{allow_everyone_if_no_acl_found, AuthorizerSettings};
+        if self.allow_everyone_if_no_acl_found == Some(true) && any_listener_authenticates {
+            log::warn!("allow_everyone_if_no_acl_found = true is ignored: a listener authenticates");
+        }
+        let allow = allow_everyone_if_no_acl_found(self.allow_everyone_if_no_acl_found, any_listener_authenticates);
+        AuthorizerSettings::new(&self.super_users, allow)
     }
 
     pub fn group_settings(&self) -> crate::groups::GroupSettings {

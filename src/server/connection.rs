@@ -24,7 +24,10 @@ use crate::{
     metrics::stages::{RequestTrace, Stage},
     protocol::claimed_counts,
     security::{SecurityProtocol, Session},
-    server::handlers::{self, api_versions, groups},
+    server::{
+        authz,
+        handlers::{self, api_versions},
+    },
     shard::Shard,
     storage::Chunk,
 };
@@ -212,7 +215,7 @@ async fn handle_frame(
             return Err("Fetch decoded as another request".into());
         };
         trace.lap(Stage::Decode);
-        let answer = handlers::fetch::handle(shard, req, version).await;
+        let answer = authz::topics::fetch(shard, session, req, version).await;
         trace.lap(Stage::Handle);
         let encoded = crate::server::fetch_encode::encode(correlation_id, version, &answer);
         trace.lap(Stage::Encode);
@@ -275,46 +278,53 @@ async fn handle_other(
         }};
     }
     let out = match request {
-        Request::Metadata(req) => respond!(handlers::metadata::handle(shard, req, version).await),
-        Request::CreateTopics(req) => respond!(handlers::create_topics::handle(shard, req).await),
-        Request::DeleteTopics(req) => respond!(handlers::delete_topics::handle(shard, req).await),
-        Request::CreatePartitions(req) => respond!(handlers::create_partitions::handle(shard, req).await),
-        Request::DescribeConfigs(req) => respond!(handlers::configs::describe(shard, req, version)),
-        Request::DeleteRecords(req) => respond!(handlers::delete_records::handle(shard, req).await),
-        Request::DescribeCluster(req) => respond!(handlers::cluster::describe_cluster(shard, req)),
-        Request::OffsetForLeaderEpoch(req) => respond!(handlers::cluster::offset_for_leader_epoch(shard, req).await),
-        Request::DescribeLogDirs(req) => respond!(handlers::cluster::describe_log_dirs(shard, req, version).await),
-        Request::AlterConfigs(req) => respond!(handlers::configs::alter(shard, req).await),
-        Request::IncrementalAlterConfigs(req) => respond!(handlers::configs::incremental_alter(shard, req).await),
-        Request::Produce(req) => match handlers::produce::handle(shard, req, trace).await {
+        Request::Metadata(req) => respond!(authz::topics::metadata(shard, session, req, version).await),
+        Request::CreateTopics(req) => respond!(authz::topics::create_topics(shard, session, req).await),
+        Request::DeleteTopics(req) => respond!(authz::topics::delete_topics(shard, session, req).await),
+        Request::CreatePartitions(req) => respond!(authz::topics::create_partitions(shard, session, req).await),
+        Request::DescribeConfigs(req) => respond!(authz::topics::describe_configs(shard, session, req, version)),
+        Request::DeleteRecords(req) => respond!(authz::topics::delete_records(shard, session, req).await),
+        Request::DescribeCluster(req) => respond!(authz::topics::describe_cluster(shard, session, req)),
+        Request::OffsetForLeaderEpoch(req) => {
+            respond!(authz::topics::offset_for_leader_epoch(shard, session, req).await)
+        }
+        Request::DescribeLogDirs(req) => respond!(authz::topics::describe_log_dirs(shard, session, req, version).await),
+        Request::AlterConfigs(req) => respond!(authz::topics::alter_configs(shard, session, req).await),
+        Request::IncrementalAlterConfigs(req) => {
+            respond!(authz::topics::incremental_alter_configs(shard, session, req).await)
+        }
+        Request::Produce(req) => match authz::topics::produce(shard, session, req, trace).await {
             Some(resp) => respond!(resp),
             None => return Ok(None),
         },
-        Request::ListOffsets(req) => respond!(handlers::list_offsets::handle(shard, req, version).await),
-        Request::InitProducerId(req) => respond!(handlers::init_producer_id::handle(shard, req, version).await),
+        Request::ListOffsets(req) => respond!(authz::topics::list_offsets(shard, session, req, version).await),
+        Request::InitProducerId(req) => respond!(authz::txn::init_producer_id(shard, session, req, version).await),
         Request::AddPartitionsToTxn(req) => {
-            respond!(handlers::add_partitions_to_txn::handle(shard, req, version).await)
+            respond!(authz::txn::add_partitions(shard, session, req, version).await)
         }
-        Request::AddOffsetsToTxn(req) => respond!(handlers::add_offsets_to_txn::handle(shard, req, version).await),
-        Request::EndTxn(req) => respond!(handlers::end_txn::handle(shard, req, version).await),
-        Request::TxnOffsetCommit(req) => respond!(handlers::txn_offset_commit::handle(shard, req, version).await),
-        Request::DescribeTransactions(req) => respond!(handlers::describe_transactions::handle(shard, req).await),
-        Request::ListTransactions(req) => respond!(handlers::list_transactions::handle(shard, req).await),
-        Request::WriteTxnMarkers(req) => respond!(handlers::write_txn_markers::handle(shard, req).await),
-        Request::FindCoordinator(req) => respond!(groups::find_coordinator(shard, req, version)),
+        Request::AddOffsetsToTxn(req) => respond!(authz::txn::add_offsets(shard, session, req, version).await),
+        Request::EndTxn(req) => respond!(authz::txn::end(shard, session, req, version).await),
+        Request::TxnOffsetCommit(req) => respond!(authz::txn::offset_commit(shard, session, req, version).await),
+        Request::DescribeTransactions(req) => respond!(authz::txn::describe(shard, session, req).await),
+        Request::ListTransactions(req) => respond!(authz::txn::list(shard, session, req).await),
+        Request::WriteTxnMarkers(req) => respond!(authz::txn::write_markers(shard, session, req).await),
+        Request::FindCoordinator(req) => respond!(authz::groups::find_coordinator(shard, session, req, version)),
         Request::JoinGroup(req) => {
             let client_id = header.client_id.as_ref().map(|c| c.to_string()).unwrap_or_default();
-            respond!(groups::join(shard, req, version, client_id, client_host(&session.peer)).await)
+            respond!(authz::groups::join(shard, session, req, version, client_id, client_host(&session.peer)).await)
         }
-        Request::SyncGroup(req) => respond!(groups::sync(shard, req).await),
-        Request::Heartbeat(req) => respond!(groups::heartbeat(shard, req).await),
-        Request::LeaveGroup(req) => respond!(groups::leave(shard, req, version).await),
-        Request::OffsetCommit(req) => respond!(groups::commit(shard, req, version).await),
-        Request::OffsetFetch(req) => respond!(groups::offset_fetch(shard, req, version).await),
-        Request::DescribeGroups(req) => respond!(groups::describe(shard, req).await),
-        Request::ListGroups(req) => respond!(groups::list(shard, req).await),
-        Request::DeleteGroups(req) => respond!(groups::delete(shard, req).await),
-        Request::OffsetDelete(req) => respond!(groups::offset_delete(shard, req).await),
+        Request::SyncGroup(req) => respond!(authz::groups::sync(shard, session, req).await),
+        Request::Heartbeat(req) => respond!(authz::groups::heartbeat(shard, session, req).await),
+        Request::LeaveGroup(req) => respond!(authz::groups::leave(shard, session, req, version).await),
+        Request::OffsetCommit(req) => respond!(authz::groups::commit(shard, session, req, version).await),
+        Request::OffsetFetch(req) => respond!(authz::groups::offset_fetch(shard, session, req, version).await),
+        Request::DescribeGroups(req) => respond!(authz::groups::describe(shard, session, req).await),
+        Request::ListGroups(req) => respond!(authz::groups::list(shard, session, req).await),
+        Request::DeleteGroups(req) => respond!(authz::groups::delete(shard, session, req).await),
+        Request::OffsetDelete(req) => respond!(authz::groups::offset_delete(shard, session, req).await),
+        Request::CreateAcls(req) => respond!(handlers::acls::create(shard, session, req).await),
+        Request::DescribeAcls(req) => respond!(handlers::acls::describe(shard, session, req)),
+        Request::DeleteAcls(req) => respond!(handlers::acls::delete(shard, session, req).await),
         Request::Fetch(_) => return Err("Fetch is answered by handle_frame".into()),
     };
     Ok(Some(out))
@@ -355,6 +365,9 @@ enum Request {
     TxnOffsetCommit(TxnOffsetCommitRequest),
     DescribeTransactions(DescribeTransactionsRequest),
     ListTransactions(ListTransactionsRequest),
+    CreateAcls(CreateAclsRequest),
+    DescribeAcls(DescribeAclsRequest),
+    DeleteAcls(DeleteAclsRequest),
 }
 
 /// Decodes the body after the request header: the one place that maps an
@@ -402,6 +415,9 @@ fn decode_body(key: ApiKey, version: i16, body: &mut Bytes) -> Result<Request, S
         ApiKey::TxnOffsetCommit => decode!(TxnOffsetCommit, TxnOffsetCommitRequest),
         ApiKey::DescribeTransactions => decode!(DescribeTransactions, DescribeTransactionsRequest),
         ApiKey::ListTransactions => decode!(ListTransactions, ListTransactionsRequest),
+        ApiKey::CreateAcls => decode!(CreateAcls, CreateAclsRequest),
+        ApiKey::DescribeAcls => decode!(DescribeAcls, DescribeAclsRequest),
+        ApiKey::DeleteAcls => decode!(DeleteAcls, DeleteAclsRequest),
         other => return Err(format!("{other:?} is not served")),
     })
 }

@@ -4,6 +4,7 @@
 //!
 //! **Architecture invariant:** only `server` (and `cli`) touch sockets.
 
+pub mod authz;
 pub mod config;
 pub mod connection;
 pub mod descriptors;
@@ -65,6 +66,12 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
     // accepts connections there.
     refuse_if_listening(listen)?;
     let mut table = TopicTable::load(&config.data_dir)?;
+    let acls = Arc::new(crate::security::acl_store::load(&config.data_dir)?);
+    // The one listener today is PLAINTEXT; the listener work passes whether
+    // any of its listeners authenticates.
+    let authenticates =
+        crate::security::authorizer::listener_authenticates(crate::security::SecurityProtocol::Plaintext, false);
+    let authorizer = config.authorizer_settings(authenticates)?;
     let groups = config.group_settings();
     let txn = config.txn_settings();
     for (name, partitions) in [(crate::groups::OFFSETS_TOPIC, groups.offsets_partitions), (TXN_TOPIC, txn.partitions)] {
@@ -115,6 +122,7 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
         open_files_per_shard: nofile.open_files_per_shard(cpus.len()),
         idle_files_every: Duration::from_millis(config.segment_files_idle_close_ms.max(10)),
         memory,
+        authorizer,
     });
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -125,13 +133,14 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
     let ready = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let mut handles = Vec::new();
     for (index, &cpu) in cpus.iter().enumerate() {
-        let (mesh, table, settings, stop, ready) =
-            (mesh.clone(), table.clone(), settings.clone(), stop.clone(), ready.clone());
+        let (mesh, table, settings, stop, ready, acls) =
+            (mesh.clone(), table.clone(), settings.clone(), stop.clone(), ready.clone(), acls.clone());
         let metrics = if index == 0 { metrics.take() } else { None };
         let handle = LocalExecutorBuilder::new(Placement::Fixed(cpu))
             .name(&format!("shard-{index}"))
             .spawn(move || async move {
-                run_shard(ShardStart { mesh, table, settings, listen, stop, ready, maintenance_every, metrics }).await
+                run_shard(ShardStart { mesh, table, settings, listen, stop, ready, maintenance_every, metrics, acls })
+                    .await
             })
             .map_err(|e| format!("cannot start shard on core {cpu}: {e}"))?;
         handles.push(handle);
@@ -301,12 +310,15 @@ struct ShardStart {
     ready: Arc<std::sync::atomic::AtomicUsize>,
     maintenance_every: Duration,
     metrics: Option<std::net::TcpListener>,
+    /// The ACLs persisted, loaded once for every shard.
+    acls: Arc<crate::security::acl::AclSet>,
 }
 
 async fn run_shard(start: ShardStart) -> Result<(), String> {
-    let ShardStart { mesh, table, settings, listen, stop, ready, maintenance_every, metrics } = start;
+    let ShardStart { mesh, table, settings, listen, stop, ready, maintenance_every, metrics, acls } = start;
     let (senders, receivers) = mesh.join().await.map_err(|e| format!("cannot join the shard mesh: {e}"))?;
     let shard = Shard::new(settings, senders, table.clone());
+    shard.set_acls(acls);
     crate::shard::maintenance::use_background_queue();
     match io_workers::raise_worker_cap() {
         Ok(found) => log::info!(

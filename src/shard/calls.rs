@@ -23,6 +23,7 @@ use crate::{
     metrics::snapshot::ShardSnapshot,
     protocol::errors::ErrorCode,
     shard::{
+        acl_admin::{AclsChanged, ApplyAcls, ChangeAcls},
         messages::{
             AllocateProducerId, AlterConfigs, ApplyTopics, CreatePartitions, CreateTopics, DeleteRecords, DeleteTopics,
             ListOffset, MarkerWritten, Metrics, OffsetFound, OpenFailure, Produce, Produced, ProducerIdError, Read,
@@ -163,6 +164,12 @@ cross_shard_calls! {
     ListTxns -> Vec<ListedTxn> = |shard, call| std::future::ready(shard.txn.list(call));
     WriteTxnMarkers -> Vec<MarkerWritten> = |shard, call| shard.write_txn_markers(call);
     AllocateProducerId -> Result<i64, ProducerIdError> = |shard, AllocateProducerId| shard.allocate_producer_id();
+    // To the controller, then from it to every shard.
+    ChangeAcls -> AclsChanged = |shard, call| shard.apply_acl_change(call);
+    ApplyAcls -> () = |shard, ApplyAcls { acls }| {
+        shard.set_acls(acls);
+        std::future::ready(())
+    };
     Metrics -> Box<ShardSnapshot> =
         |shard, Metrics| std::future::ready(Box::new(shard.metrics_snapshot())), uncounted;
 }

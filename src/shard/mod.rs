@@ -5,6 +5,7 @@
 //! running on that shard. Other shards reach them with a typed call
 //! ([`Shard::ask`], see `calls.rs`); the local path is a plain call.
 
+pub mod acl_admin;
 pub mod calls;
 mod concurrent;
 pub mod messages;
@@ -75,6 +76,8 @@ pub struct BrokerSettings {
     pub idle_files_every: std::time::Duration,
     /// Each shard's part of `--memory` (`server::memory`).
     pub memory: crate::server::memory::MemoryBudget,
+    /// `super_users` and `allow_everyone_if_no_acl_found` (`security::authorizer`).
+    pub authorizer: crate::security::authorizer::AuthorizerSettings,
 }
 
 /// A shard's partitions by topic name, then index. Looked up by `&str`, so
@@ -155,6 +158,10 @@ pub struct Shard {
     /// Serialises topic changes on the controller (a shard-local semaphore,
     /// not a lock between cores).
     controller_permit: glommio::sync::Semaphore,
+    /// This shard's copy of the ACLs (`acl_admin.rs`), swapped whole.
+    acls: RefCell<Arc<crate::security::acl::AclSet>>,
+    /// Serialises ACL changes on the controller.
+    acl_permit: glommio::sync::Semaphore,
 }
 
 impl Shard {
@@ -185,6 +192,8 @@ impl Shard {
             reads: glommio::sync::Semaphore::new(read_permits),
             producer_ids: Cell::new((0, 0)),
             controller_permit: glommio::sync::Semaphore::new(1),
+            acls: RefCell::new(Arc::default()),
+            acl_permit: glommio::sync::Semaphore::new(1),
         })
     }
 

@@ -175,6 +175,7 @@ impl Shard {
             stages: m.stages(),
             produce_errors: m.produce_errors.borrow().iter().map(|(k, v)| (*k, *v)).collect(),
             fetch_errors: m.fetch_errors.borrow().iter().map(|(k, v)| (*k, *v)).collect(),
+            authorization_denied: m.authorization_denied.borrow().iter().map(|(k, v)| (*k, *v)).collect(),
             long_poll_waiters: m.long_poll_waiters.get(),
             cross_shard_sent: m.cross_shard_sent.get(),
             cross_shard_received: m.cross_shard_received.get(),

@@ -2,6 +2,7 @@
 //! batch generators.
 #![allow(dead_code)]
 
+pub mod acls;
 pub mod broker;
 pub mod child;
 pub mod consumer_cli;

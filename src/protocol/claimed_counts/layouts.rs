@@ -117,6 +117,9 @@ pub(super) fn message(key: ApiKey) -> Option<Message> {
         ApiKey::TxnOffsetCommit => (3, &TXN_OFFSET_COMMIT_REQUEST),
         ApiKey::DescribeTransactions => (0, &DESCRIBE_TRANSACTIONS_REQUEST),
         ApiKey::ListTransactions => (0, &LIST_TRANSACTIONS_REQUEST),
+        ApiKey::CreateAcls => (2, &CREATE_ACLS_REQUEST),
+        ApiKey::DescribeAcls => (2, &ACL_FILTER),
+        ApiKey::DeleteAcls => (2, &DELETE_ACLS_REQUEST),
         _ => return None,
     };
     Some(Message { flexible_from, body })
@@ -488,6 +491,31 @@ const LIST_TRANSACTIONS_REQUEST: Struct = s(&[
     f("duration_filter", 1, MAX, I64),
     f("transactional_id_pattern", 2, MAX, STR),
 ]);
+
+// CreateAclsRequest (v1-3): one ACL per creation.
+const ACL_CREATION: Struct = s(&[
+    f("resource_type", 0, MAX, I8),
+    f("resource_name", 0, MAX, STR),
+    f("resource_pattern_type", 0, MAX, I8),
+    f("principal", 0, MAX, STR),
+    f("host", 0, MAX, STR),
+    f("operation", 0, MAX, I8),
+    f("permission_type", 0, MAX, I8),
+]);
+const CREATE_ACLS_REQUEST: Struct = s(&[f("creations", 0, MAX, arr(&ACL_CREATION))]);
+
+// DescribeAclsRequest (v1-3) is one filter; DeleteAclsRequest's
+// DeleteAclsFilter has the same fields (the names end in `_filter`).
+const ACL_FILTER: Struct = s(&[
+    f("resource_type_filter", 0, MAX, I8),
+    f("resource_name_filter", 0, MAX, STR),
+    f("pattern_type_filter", 0, MAX, I8),
+    f("principal_filter", 0, MAX, STR),
+    f("host_filter", 0, MAX, STR),
+    f("operation", 0, MAX, I8),
+    f("permission_type", 0, MAX, I8),
+]);
+const DELETE_ACLS_REQUEST: Struct = s(&[f("filters", 0, MAX, arr(&ACL_FILTER))]);
 
 // RequestHeader
 const REQUEST_HEADER: Struct = s(&[

@@ -71,6 +71,9 @@ fn crate_reads(key: ApiKey, version: i16, body: &[u8]) -> Option<Result<usize, S
         ApiKey::TxnOffsetCommit => read!(TxnOffsetCommitRequest),
         ApiKey::DescribeTransactions => read!(DescribeTransactionsRequest),
         ApiKey::ListTransactions => read!(ListTransactionsRequest),
+        ApiKey::CreateAcls => read!(CreateAclsRequest),
+        ApiKey::DescribeAcls => read!(DescribeAclsRequest),
+        ApiKey::DeleteAcls => read!(DeleteAclsRequest),
         _ => return None,
     };
     Some(result.map(|()| body.len() - buf.len()))
@@ -118,6 +121,9 @@ fn default_body(key: ApiKey, version: i16) -> Bytes {
         ApiKey::TxnOffsetCommit => enc!(TxnOffsetCommitRequest),
         ApiKey::DescribeTransactions => enc!(DescribeTransactionsRequest),
         ApiKey::ListTransactions => enc!(ListTransactionsRequest),
+        ApiKey::CreateAcls => enc!(CreateAclsRequest),
+        ApiKey::DescribeAcls => enc!(DescribeAclsRequest),
+        ApiKey::DeleteAcls => enc!(DeleteAclsRequest),
         other => panic!("{other:?} is not served"),
     }
 }
@@ -154,6 +160,9 @@ fn populated_body(key: ApiKey, v: i16) -> Option<Bytes> {
         ApiKey::TxnOffsetCommit => encode(&super::tests_populated::txn_offset_commit(v), v),
         ApiKey::DescribeTransactions => encode(&super::tests_populated::describe_transactions(v), v),
         ApiKey::ListTransactions => encode(&super::tests_populated::list_transactions(v), v),
+        ApiKey::CreateAcls => encode(&super::tests_populated::create_acls(v), v),
+        ApiKey::DescribeAcls => encode(&super::tests_populated::describe_acls(v), v),
+        ApiKey::DeleteAcls => encode(&super::tests_populated::delete_acls(v), v),
         _ => return None,
     })
 }

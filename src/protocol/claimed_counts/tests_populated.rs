@@ -376,3 +376,45 @@ pub fn list_transactions(v: i16) -> ListTransactionsRequest {
         .with_producer_id_filters(vec![ProducerId(1), ProducerId(2)])
         .with_unknown_tagged_fields(unknown(v, 0))
 }
+
+pub fn create_acls(v: i16) -> CreateAclsRequest {
+    let c = |n: &str| {
+        create_acls_request::AclCreation::default()
+            .with_resource_type(2)
+            .with_resource_name(s(n))
+            .with_resource_pattern_type(3)
+            .with_principal(s("User:acl-p"))
+            .with_host(s("*"))
+            .with_operation(3)
+            .with_permission_type(3)
+            .with_unknown_tagged_fields(unknown(v, 2))
+    };
+    CreateAclsRequest::default().with_creations(two(c, "acl-a", "acl-b")).with_unknown_tagged_fields(unknown(v, 2))
+}
+
+pub fn describe_acls(v: i16) -> DescribeAclsRequest {
+    DescribeAclsRequest::default()
+        .with_resource_type_filter(1)
+        .with_resource_name_filter(Some(s("acl-d")))
+        .with_pattern_type_filter(1)
+        .with_principal_filter(Some(s("User:acl-p")))
+        .with_host_filter(None)
+        .with_operation(1)
+        .with_permission_type(1)
+        .with_unknown_tagged_fields(unknown(v, 2))
+}
+
+pub fn delete_acls(v: i16) -> DeleteAclsRequest {
+    let f = |n: &str| {
+        delete_acls_request::DeleteAclsFilter::default()
+            .with_resource_type_filter(1)
+            .with_resource_name_filter(Some(s(n)))
+            .with_pattern_type_filter(1)
+            .with_principal_filter(None)
+            .with_host_filter(Some(s("*")))
+            .with_operation(1)
+            .with_permission_type(1)
+            .with_unknown_tagged_fields(unknown(v, 2))
+    };
+    DeleteAclsRequest::default().with_filters(two(f, "acl-x", "acl-y")).with_unknown_tagged_fields(unknown(v, 2))
+}

@@ -1,6 +1,7 @@
 //! One file per Kafka API. Each states the versions it serves and reads
 //! decode → route → respond.
 
+pub mod acls;
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
 pub mod api_versions;
@@ -67,6 +68,9 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeTransactions, 0, 0),
     (ApiKey::ListTransactions, 0, 0),
     (ApiKey::WriteTxnMarkers, 1, 1),
+    (ApiKey::DescribeAcls, 1, 3),
+    (ApiKey::CreateAcls, 1, 3),
+    (ApiKey::DeleteAcls, 1, 3),
 ];
 
 pub fn supported(key: ApiKey, version: i16) -> bool {
