@@ -172,7 +172,7 @@ async fn write_buffers(fd: i32, stream: &mut (impl AsyncWrite + Unpin), mut part
     Ok(())
 }
 
-fn writev(fd: i32, slices: &[IoSlice<'_>]) -> io::Result<usize> {
+pub(crate) fn writev(fd: i32, slices: &[IoSlice<'_>]) -> io::Result<usize> {
     // SAFETY: `IoSlice` is guaranteed ABI-compatible with `struct iovec` on
     // Unix; the slices borrow live buffers for the duration of the call, and
     // `fd` belongs to a stream the caller holds open.
