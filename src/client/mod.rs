@@ -8,6 +8,7 @@
 //! without knowing each other.
 
 pub mod nonblocking;
+pub mod tls;
 
 use std::{
     fmt, io,

@@ -11,6 +11,7 @@ pub mod offsets_schema;
 pub mod produce;
 pub mod proxy;
 pub mod scrape;
+pub mod tls;
 pub mod wire;
 
 use std::{future::Future, path::Path, rc::Rc};
