@@ -2,7 +2,11 @@
 //! rustls' `ClientConnection` with the `ring` provider, over a blocking
 //! socket here, or over a load core's non-blocking one in `bench`.
 
-use std::{net::TcpStream, path::Path, sync::Arc};
+use std::{
+    net::TcpStream,
+    path::Path,
+    sync::{Arc, OnceLock},
+};
 
 use rustls::{pki_types::ServerName, ClientConfig, ClientConnection, StreamOwned};
 use rustls_pki_types::{pem::PemObject, CertificateDer, PrivateKeyDer};
@@ -55,4 +59,62 @@ pub fn connect(addr: &str, config: Arc<ClientConfig>) -> Result<StreamOwned<Clie
         tls.complete_io(&mut tcp).map_err(fail)?;
     }
     Ok(StreamOwned::new(tls, tcp))
+}
+
+/// The TLS configuration every connection of this process opens with
+/// (`bench --tls` sets it once, before any connection): the tools' code
+/// paths stay as they are, only `open` looks here.
+static CONFIG: OnceLock<Arc<ClientConfig>> = OnceLock::new();
+
+/// Makes every later `open` (and so `Client::connect` and the bench's
+/// load connections) speak TLS with `config`. Set once per process.
+pub fn use_for_all_connections(config: Arc<ClientConfig>) -> Result<(), String> {
+    CONFIG.set(config).map_err(|_| "the TLS client configuration is already set".to_string())
+}
+
+/// A connected socket, plain or with its TLS handshake done.
+pub enum Socket {
+    Plain(TcpStream),
+    Tls(Box<StreamOwned<ClientConnection, TcpStream>>),
+}
+
+impl Socket {
+    pub fn tcp(&self) -> &TcpStream {
+        match self {
+            Socket::Plain(s) => s,
+            Socket::Tls(s) => &s.sock,
+        }
+    }
+}
+
+/// Connects to `addr`, with TLS when `use_for_all_connections` was called.
+pub fn open(addr: &str) -> Result<Socket, ClientError> {
+    match CONFIG.get() {
+        None => Ok(Socket::Plain(super::connect(addr)?)),
+        Some(config) => Ok(Socket::Tls(Box::new(connect(addr, config.clone())?))),
+    }
+}
+
+impl std::io::Read for Socket {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Socket::Plain(s) => s.read(buf),
+            Socket::Tls(s) => s.read(buf),
+        }
+    }
+}
+
+impl std::io::Write for Socket {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Socket::Plain(s) => s.write(buf),
+            Socket::Tls(s) => s.write(buf),
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Socket::Plain(s) => s.flush(),
+            Socket::Tls(s) => s.flush(),
+        }
+    }
 }

@@ -176,7 +176,7 @@ async fn accept_tls(stream: TcpStream, fd: i32, tls: &TlsState, session: &Sessio
     let connection = rustls::ServerConnection::new(tls.current())
         .map_err(|e| std::io::Error::other(format!("cannot start a TLS session: {e}")))?;
     let mut stream = TlsStream::new(stream, connection, fd);
-    stream.handshake().await?;
+    crate::server::tls::stream::handshake(&mut stream).await?;
     if let Some(cert) = stream.connection().peer_certificates().and_then(|c| c.first()) {
         let dn = crate::server::tls::subject_dn(cert)
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
