@@ -108,6 +108,8 @@ fn untrusted_and_expired_server_certificates_fail_the_handshake() {
     let good = SslBroker::start(&pki, &dir.path().join("good"), "server", "none");
     let e = handshake_error(&good.ssl_bootstrap(), pki.client("other-ca.pem", false));
     assert!(e.contains("UnknownIssuer"), "untrusted CA: {e}");
+    let (logged, log) = good.broker.wait_for_log("TLS handshake failed on listener SECURE");
+    assert!(logged, "the failed handshake was not logged: {log}");
     let (status, lines, _) = Lines::spawn(python(&["probe", &good.ssl_bootstrap(), &pki.text("other-ca.pem")]))
         .finish(Duration::from_secs(30));
     assert!(status.is_some_and(|s| s.success()));

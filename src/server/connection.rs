@@ -115,7 +115,7 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, door: Rc<Door>) {
         Some(tls) => match accept_tls(stream, fd, tls, &session).await {
             Ok(t) => Transport::Tls(Box::new(t)),
             Err(e) => {
-                log::debug!("closing connection from {peer} on listener {}: {e}", door.name);
+                crate::server::tls::report_failed_handshake(&peer, &door.name, &e);
                 return;
             }
         },

@@ -157,3 +157,29 @@ pub fn reload_on_sighup(state: Arc<TlsState>) -> Result<signal_hook::iterator::H
         .map_err(|e| format!("cannot start the TLS reload thread: {e}"))?;
     Ok(handle)
 }
+
+/// How often a shard logs failed TLS handshakes: thousands of bad clients
+/// must not flood the log (or slow the shard writing it).
+const HANDSHAKE_FAILURE_LOG_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+thread_local! {
+    /// This shard's failed handshakes since its last line, and when that was.
+    static HANDSHAKE_FAILURES: std::cell::Cell<(u64, Option<std::time::Instant>)> =
+        const { std::cell::Cell::new((0, None)) };
+}
+
+/// Logs a failed TLS handshake, at most one line a second per shard,
+/// saying how many failed since the last line.
+pub fn report_failed_handshake(peer: &str, listener: &str, error: &std::io::Error) {
+    let (failed, last) = HANDSHAKE_FAILURES.get();
+    let failed = failed + 1;
+    if last.is_none_or(|t| t.elapsed() >= HANDSHAKE_FAILURE_LOG_EVERY) {
+        log::warn!(
+            "TLS handshake failed on listener {listener} from {peer}: {error} \
+             ({failed} failed handshake(s) on this shard since the last report)"
+        );
+        HANDSHAKE_FAILURES.set((0, Some(std::time::Instant::now())));
+    } else {
+        HANDSHAKE_FAILURES.set((failed, last));
+    }
+}
