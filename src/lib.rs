@@ -20,5 +20,6 @@ pub mod security;
 pub mod server;
 pub mod shard;
 pub mod storage;
+pub mod tls_stream;
 pub mod tune;
 pub mod txn;

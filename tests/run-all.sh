@@ -33,6 +33,10 @@ fi
 if ! python3 -c 'import confluent_kafka' >/dev/null 2>&1; then
     python3 -m pip install --quiet --disable-pip-version-check "confluent-kafka==2.16.1"
 fi
+# tests/tls.rs makes its CA and certificates with the openssl CLI.
+if ! command -v openssl >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl
+fi
 # The metrics test parses /metrics with the official Prometheus client's
 # OpenMetrics parser, and checks an unknown path with curl.
 if ! python3 -c 'import prometheus_client' >/dev/null 2>&1; then

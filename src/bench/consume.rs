@@ -29,7 +29,10 @@ use super::{
     Clock,
 };
 use crate::{
-    client::{self, nonblocking},
+    client::{
+        self,
+        nonblocking::{self, AsyncStream},
+    },
     protocol::{
         client::{request_frame, Response},
         record_batch::{read_records, BatchHeader},
@@ -137,7 +140,7 @@ pub fn plan(
     let mut readers = Vec::new();
     let mut jobs: Vec<Job> = Vec::new();
     for (addr, partitions) in leaders {
-        let stream = client::connect(&addr)?;
+        let stream = client::tls::open(&addr)?;
         let positions: BTreeMap<i32, i64> =
             partitions.iter().map(|p| (*p, start.get(p).copied().unwrap_or(0))).collect();
         let reader = Arc::new(Reader {
@@ -151,9 +154,16 @@ pub fn plan(
         jobs.push(Box::new(move || {
             Box::pin(async move {
                 let _alive = alive;
+                let stream = match nonblocking::into_async(stream) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        reader.counts.lock().expect("counts lock").failures.push(format!("{}: {e}", reader.addr));
+                        return;
+                    }
+                };
                 let fetcher = Fetcher {
                     reader,
-                    stream: nonblocking::to_glommio(stream),
+                    stream,
                     topic: TopicName(StrBytes::from_string(topic)),
                     version,
                     check,
@@ -172,7 +182,7 @@ pub fn plan(
 
 struct Fetcher {
     reader: Arc<Reader>,
-    stream: glommio::net::TcpStream,
+    stream: AsyncStream,
     topic: TopicName,
     version: i16,
     check: Check,

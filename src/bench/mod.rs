@@ -60,6 +60,13 @@ pub enum BenchCommand {
 pub struct BenchArgs {
     #[arg(long, default_value = "127.0.0.1:9092")]
     pub bootstrap: String,
+    /// Connect over TLS (the bootstrap is an SSL listener), trusting the
+    /// CA in --tls-ca; the native generator only.
+    #[arg(long, requires = "tls_ca")]
+    pub tls: bool,
+    /// PEM file of the CA(s) that signed the broker's certificate.
+    #[arg(long, value_name = "FILE")]
+    pub tls_ca: Option<PathBuf>,
     #[arg(long, default_value = "shardlog-bench")]
     pub topic: String,
     /// Partitions of the topic (created if missing).
@@ -317,6 +324,12 @@ pub fn run(cmd: BenchCommand) -> Result<(), String> {
         BenchCommand::NullBroker(a) => return null_broker::run(a),
     };
     let w = Workload::from_args(args)?;
+    if let (true, Some(ca)) = (args.tls, &args.tls_ca) {
+        if args.client == ClientKind::Rdkafka {
+            return Err("--tls is for the native generator (not --client rdkafka)".into());
+        }
+        crate::client::tls::use_for_all_connections(crate::client::tls::client_config(ca, None)?)?;
+    }
     std::fs::create_dir_all(&args.output).map_err(|e| format!("{}: {e}", args.output.display()))?;
     let layout =
         cluster::prepare_topic(&args.bootstrap, &w.topic, w.partitions, args.replication_factor, &args.topic_configs)?;

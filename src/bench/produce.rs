@@ -15,7 +15,6 @@
 use std::{
     cell::{Cell, RefCell},
     collections::VecDeque,
-    net::TcpStream,
     rc::Rc,
     sync::{
         atomic::{AtomicUsize, Ordering},
@@ -44,7 +43,11 @@ use super::{
     Clock, Workload,
 };
 use crate::{
-    client::{self, nonblocking},
+    client::{
+        self,
+        nonblocking::{self, AsyncStream},
+        tls::Socket,
+    },
     protocol::client::{request_frame, Response},
 };
 
@@ -140,7 +143,7 @@ pub fn plan(w: &Workload, layout: &Layout, clock: Clock) -> Result<(ProduceRun, 
                 if parts.is_empty() {
                     continue;
                 }
-                let stream = client::connect(&addr)?;
+                let stream = client::tls::open(&addr)?;
                 // Built once per connection before the run; its lock is the
                 // generator's tally (see `Lane`), never the broker's.
                 let lane = Arc::new(Lane { addr: addr.clone(), counts: Mutex::new(ProduceCounts::default()) });
@@ -198,7 +201,7 @@ struct Sender {
     end: Instant,
     builder: BatchBuilder,
     /// Each connection and the half of its socket this sender writes.
-    conns: Vec<(Rc<Conn>, glommio::net::TcpStream)>,
+    conns: Vec<(Rc<Conn>, AsyncStream)>,
     /// Partition → (connection index, pending records, their bytes).
     pending: Vec<(usize, VecDeque<Pending>, usize)>,
     backlog: usize,
@@ -227,14 +230,14 @@ impl Sender {
         layout: &Layout,
         stream_id: u32,
         senders: usize,
-        connections: Vec<(Arc<Lane>, Vec<i32>, TcpStream)>,
+        connections: Vec<(Arc<Lane>, Vec<i32>, Socket)>,
         clock: Clock,
     ) -> Result<Self, (Arc<Lane>, String)> {
         let wake = Rc::new(Notify::new(w.spin));
         let mut conns = Vec::new();
         for (lane, partitions, stream) in connections {
-            let reader = match stream.try_clone() {
-                Ok(r) => r,
+            let (writer, reader) = match nonblocking::split(stream) {
+                Ok(halves) => halves,
                 Err(e) => return Err((lane.clone(), format!("{}: {e}", lane.addr))),
             };
             let conn = Rc::new(Conn {
@@ -247,16 +250,10 @@ impl Sender {
                 done: Cell::new(false),
             });
             if w.acks != 0 {
-                let receiver = receive(
-                    conn.clone(),
-                    nonblocking::to_glommio(reader),
-                    layout.versions.produce,
-                    wake.clone(),
-                    clock,
-                );
+                let receiver = receive(conn.clone(), reader, layout.versions.produce, wake.clone(), clock);
                 glommio::spawn_local(receiver).detach();
             }
-            conns.push((conn, nonblocking::to_glommio(stream)));
+            conns.push((conn, writer));
         }
         let mut pending: Vec<(usize, VecDeque<Pending>, usize)> =
             (0..w.partitions).map(|_| (usize::MAX, VecDeque::new(), 0)).collect();
@@ -344,7 +341,7 @@ impl Sender {
                     .failures
                     .push(format!("{}: {left} produce requests unanswered 30 s after the run", conn.lane.addr));
             }
-            let _ = stream.shutdown(std::net::Shutdown::Both).await;
+            stream.shutdown().await;
         }
     }
 
@@ -566,7 +563,7 @@ pub(crate) fn acknowledge(
     *c.acked_by_stream.entry((stream, p)).or_default() += records.len() as u64;
 }
 
-async fn receive(conn: Rc<Conn>, mut stream: glommio::net::TcpStream, version: i16, wake: Rc<Notify>, clock: Clock) {
+async fn receive(conn: Rc<Conn>, mut stream: AsyncStream, version: i16, wake: Rc<Notify>, clock: Clock) {
     let lane = &conn.lane;
     loop {
         let answer = nonblocking::read_response::<ProduceResponse>(&mut stream, ApiKey::Produce, version).await;

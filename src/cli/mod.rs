@@ -179,12 +179,17 @@ pub struct ServeArgs {
     pub config: Option<PathBuf>,
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
-    /// HOST:PORT to listen on.
+    /// HOST:PORT of the PLAINTEXT listener (default 127.0.0.1:9092 when no
+    /// --listener is given).
     #[arg(long)]
     pub listen: Option<String>,
-    /// HOST:PORT that Metadata tells clients (defaults to --listen).
+    /// HOST:PORT that Metadata tells clients of --listen (defaults to it).
     #[arg(long)]
     pub advertise: Option<String>,
+    /// A listener, NAME=PROTO://HOST:PORT with PROTO one of PLAINTEXT, SSL,
+    /// SASL_PLAINTEXT, SASL_SSL (repeatable; replaces [[listeners]]).
+    #[arg(long = "listener", value_name = "NAME=PROTO://HOST:PORT")]
+    pub listeners: Vec<String>,
     /// Number of shards (pinned cores).
     #[arg(long)]
     pub cores: Option<usize>,
@@ -222,7 +227,14 @@ impl ServeArgs {
             c.data_dir = v;
         }
         if let Some(v) = self.listen {
-            c.listen = v;
+            c.listen = Some(v);
+        }
+        if !self.listeners.is_empty() {
+            c.listeners = self
+                .listeners
+                .iter()
+                .map(|l| crate::server::listeners::ListenerConfig::parse_flag(l))
+                .collect::<Result<_, _>>()?;
         }
         if let Some(v) = self.advertise {
             c.advertise = Some(v);

@@ -8,6 +8,7 @@
 //! without knowing each other.
 
 pub mod nonblocking;
+pub mod tls;
 
 use std::{
     fmt, io,
@@ -137,7 +138,7 @@ pub fn read_response<R: Decodable>(
 /// A blocking connection to one broker with correlation ids: `call` for one
 /// request at a time, or `send`s then as many `receive`s, answered in order.
 pub struct Client {
-    stream: TcpStream,
+    stream: tls::Socket,
     peer: String,
     client_id: &'static str,
     /// Correlation id of the last request sent.
@@ -150,8 +151,9 @@ impl Client {
     /// Connects to `addr`; requests carry `client_id`. A read waits at most
     /// `CALL_TIMEOUT`.
     pub fn connect(addr: &str, client_id: &'static str) -> Result<Self, ClientError> {
-        let stream = connect(addr)?;
+        let stream = tls::open(addr)?;
         stream
+            .tcp()
             .set_read_timeout(Some(CALL_TIMEOUT))
             .map_err(|source| ClientError::Connect { addr: addr.to_string(), source })?;
         Ok(Self { stream, peer: addr.to_string(), client_id, sent: 0, answered: 0 })

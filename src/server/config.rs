@@ -9,9 +9,16 @@ use serde::Deserialize;
 #[serde(default, deny_unknown_fields)]
 pub struct ServeConfig {
     pub data_dir: PathBuf,
-    pub listen: String,
-    /// What Metadata tells clients; the listen address when empty.
+    /// The PLAINTEXT listener shorthand (`server::listeners`): HOST:PORT;
+    /// 127.0.0.1:9092 when no listener is configured.
+    pub listen: Option<String>,
+    /// What Metadata tells the shorthand listener's clients; the listen
+    /// address when empty.
     pub advertise: Option<String>,
+    /// `[[listeners]]`: name, address, protocol (and advertised_address).
+    pub listeners: Vec<super::listeners::ListenerConfig>,
+    /// `[tls]`, for SSL and SASL_SSL listeners.
+    pub tls: Option<super::tls::TlsConfig>,
     /// Shards to run; all available cores when absent.
     pub cores: Option<usize>,
     /// Cores to pin shards to, e.g. "0-3" or "1,3"; the first N cores when absent.
@@ -79,8 +86,10 @@ impl Default for ServeConfig {
     fn default() -> Self {
         Self {
             data_dir: PathBuf::from("./data"),
-            listen: "127.0.0.1:9092".into(),
+            listen: None,
             advertise: None,
+            listeners: Vec::new(),
+            tls: None,
             cores: None,
             cpuset: None,
             auto_create_topics: true,
@@ -116,24 +125,12 @@ impl ServeConfig {
         toml::from_str(text).map_err(|e| e.to_string())
     }
 
-    pub fn listen_addr(&self) -> Result<SocketAddr, String> {
-        self.listen.parse().map_err(|e| format!("--listen {:?}: {e}", self.listen))
-    }
-
     /// Where `/metrics` is served; `None` when disabled.
     pub fn metrics_addr(&self) -> Result<Option<SocketAddr>, String> {
         if self.metrics_listen.trim().is_empty() {
             return Ok(None);
         }
         self.metrics_listen.parse().map(Some).map_err(|e| format!("--metrics-listen {:?}: {e}", self.metrics_listen))
-    }
-
-    /// Host and port Metadata advertises.
-    pub fn advertised(&self) -> Result<(String, i32), String> {
-        let text = self.advertise.as_deref().unwrap_or(&self.listen);
-        let (host, port) = text.rsplit_once(':').ok_or_else(|| format!("--advertise {text:?}: expected HOST:PORT"))?;
-        let port = port.parse::<u16>().map_err(|e| format!("--advertise {text:?}: {e}"))?;
-        Ok((host.trim_matches(|c| c == '[' || c == ']').to_string(), i32::from(port)))
     }
 
     /// The authorizer's settings; `any_listener_authenticates` from the
@@ -222,9 +219,9 @@ mod tests {
     #[test]
     fn defaults_need_no_file_and_toml_overrides() {
         let d = ServeConfig::default();
-        assert_eq!(d.listen, "127.0.0.1:9092");
+        assert_eq!(d.listen, None);
         let c = ServeConfig::from_toml("listen = \"127.0.0.1:19092\"\ndefault_partitions = 3\n").unwrap();
-        assert_eq!(c.listen, "127.0.0.1:19092");
+        assert_eq!(c.listen.as_deref(), Some("127.0.0.1:19092"));
         assert_eq!(c.default_partitions, 3);
         assert!(c.auto_create_topics);
         assert!(ServeConfig::from_toml("nope = 1").is_err());
@@ -234,7 +231,22 @@ mod tests {
     fn cpusets_and_advertised_address() {
         assert_eq!(parse_cpuset("0-2,5").unwrap(), vec![0, 1, 2, 5]);
         assert!(parse_cpuset("3-1").is_err());
-        let c = ServeConfig { advertise: Some("broker.example:9093".into()), ..ServeConfig::default() };
-        assert_eq!(c.advertised().unwrap(), ("broker.example".to_string(), 9093));
+    }
+
+    #[test]
+    fn listeners_and_tls_read_from_toml() {
+        let c = ServeConfig::from_toml(
+            "[[listeners]]\nname = \"SSL\"\naddress = \"0.0.0.0:9093\"\nprotocol = \"SSL\"\n\
+             advertised_address = \"broker.example:9093\"\n\
+             [tls]\ncert_file = \"c.pem\"\nkey_file = \"k.pem\"\nca_file = \"ca.pem\"\nclient_auth = \"required\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.listeners[0].advertised_address.as_deref(), Some("broker.example:9093"));
+        let tls = c.tls.unwrap();
+        assert_eq!(tls.client_auth, super::super::tls::ClientAuth::Required);
+        assert_eq!(tls.ca_file.unwrap(), PathBuf::from("ca.pem"));
+        assert!(
+            ServeConfig::from_toml("[tls]\ncert_file = \"c\"\nkey_file = \"k\"\nclient_auth = \"maybe\"\n").is_err()
+        );
     }
 }

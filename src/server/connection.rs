@@ -18,6 +18,7 @@ use kafka_protocol::{
     messages::*,
     protocol::{Decodable, Encodable},
 };
+use std::sync::Arc;
 
 use crate::{
     limits,
@@ -27,6 +28,10 @@ use crate::{
     server::{
         authz,
         handlers::{self, api_versions},
+        tls::{
+            stream::{TlsStream, Transport},
+            TlsState,
+        },
     },
     shard::Shard,
     storage::Chunk,
@@ -39,7 +44,7 @@ const FRAME_BYTES_MIN: usize = 8;
 /// response writer, which run as two tasks on the same shard. Each poll
 /// borrows it briefly; no borrow outlives a poll.
 #[derive(Clone)]
-struct SharedStream(Rc<RefCell<TcpStream>>);
+struct SharedStream(Rc<RefCell<Transport>>);
 
 impl futures_lite::AsyncRead for SharedStream {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<std::io::Result<usize>> {
@@ -87,9 +92,9 @@ impl Drop for Counted {
 /// task for each (so a client's pipelined requests run concurrently and
 /// durable produces share fsyncs), while this task writes the responses in
 /// request order. At most `REQUESTS_IN_FLIGHT_MAX` are outstanding.
-pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
+pub async fn serve(shard: Rc<Shard>, stream: TcpStream, door: Rc<Door>) {
     let peer = stream.peer_addr().map_or_else(|_| "unknown peer".to_string(), |a| a.to_string());
-    let session = Rc::new(Session::new(peer.clone(), Rc::from("PLAINTEXT"), SecurityProtocol::Plaintext));
+    let session = Rc::new(Session::new(peer.clone(), door.name.clone(), door.protocol));
     if shard.connections.get() >= shard.settings.max_connections_per_shard {
         log::warn!(
             "refusing connection from {peer}: shard {} already has {} connections (max_connections)",
@@ -106,7 +111,18 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
         log::warn!("closing connection from {peer}: cannot make its socket non-blocking: {e}");
         return;
     }
-    let stream = SharedStream(Rc::new(RefCell::new(stream)));
+    let transport = match &door.tls {
+        None => Transport::Plain(stream),
+        Some(tls) => match accept_tls(stream, fd, tls, &session).await {
+            Ok(t) => Transport::Tls(Box::new(t)),
+            Err(e) => {
+                crate::server::tls::report_failed_handshake(&peer, &door.name, &e);
+                return;
+            }
+        },
+    };
+    let encrypted = door.tls.is_some();
+    let stream = SharedStream(Rc::new(RefCell::new(transport)));
     let (tx, rx) = glommio::channels::local_channel::new_bounded::<Next>(limits::REQUESTS_IN_FLIGHT_MAX);
     let reader = glommio::spawn_local(read_frames(shard.clone(), stream.clone(), tx, session)).detach();
     let mut writer = stream;
@@ -121,7 +137,12 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
         };
         match outcome {
             Ok(Some(response)) => {
-                if let Err(e) = crate::server::send::write_all(fd, &mut writer, response).await {
+                let written = if encrypted {
+                    crate::server::tls::stream::write_chunks(&mut writer, response).await
+                } else {
+                    crate::server::send::write_all(fd, &mut writer, response).await
+                };
+                if let Err(e) = written {
                     log::debug!("connection from {peer}: write failed: {e}");
                     break;
                 }
@@ -138,6 +159,32 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
         }
     }
     reader.cancel();
+}
+
+/// The listener a connection came in on, as its shard's accept loop
+/// hands it over.
+pub struct Door {
+    pub name: Rc<str>,
+    pub protocol: SecurityProtocol,
+    /// The TLS server configuration, for SSL and SASL_SSL listeners.
+    pub tls: Option<Arc<TlsState>>,
+}
+
+/// The TLS handshake, with the configuration current when it starts
+/// (a SIGHUP reload affects connections accepted after it). A client that
+/// showed a certificate becomes its subject's principal.
+async fn accept_tls(stream: TcpStream, fd: i32, tls: &TlsState, session: &Session) -> std::io::Result<TlsStream> {
+    let connection = rustls::ServerConnection::new(tls.current())
+        .map_err(|e| std::io::Error::other(format!("cannot start a TLS session: {e}")))?;
+    let mut stream = TlsStream::new(stream, connection, fd);
+    crate::server::tls::stream::handshake(&mut stream).await?;
+    if let Some(cert) = stream.connection().peer_certificates().and_then(|c| c.first()) {
+        let dn = crate::server::tls::subject_dn(cert)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+        *session.principal.borrow_mut() = crate::security::Principal::user(dn);
+    }
+    log::debug!("TLS connection from {} on listener {} as {}", session.peer, session.listener, session.principal());
+    Ok(stream)
 }
 
 async fn read_frames(

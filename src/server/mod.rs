@@ -12,8 +12,10 @@ pub mod fetch_encode;
 pub mod fetch_sessions;
 pub mod handlers;
 mod io_workers;
+pub mod listeners;
 pub mod memory;
 mod send;
+pub mod tls;
 
 use std::{
     rc::Rc,
@@ -52,26 +54,46 @@ const DISK_READS_PER_SHARD_DEFAULT: usize = 32;
 /// How long shutdown waits for in-flight requests before closing logs.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
+/// What the listeners need of security: the TLS state when a listener
+/// speaks TLS, and the authorizer's settings (`allow_everyone_if_no_acl_found`
+/// is off whenever a listener authenticates). Warns of listeners open to
+/// the network without authentication.
+fn listeners_security(
+    config: &ServeConfig,
+    listeners: &[listeners::Listener],
+) -> Result<(Option<Arc<tls::TlsState>>, crate::security::authorizer::AuthorizerSettings), String> {
+    let tls = match &config.tls {
+        Some(t) if listeners.iter().any(|l| l.protocol.uses_tls()) => Some(tls::TlsState::load(t)?),
+        _ => None,
+    };
+    for warning in listeners::open_to_network(listeners, config.tls.as_ref().map(|t| t.client_auth)) {
+        banner!("shardlog: {warning}");
+        log::warn!("{warning}");
+    }
+    let client_certs_required = config.tls.as_ref().is_some_and(|t| t.client_auth == tls::ClientAuth::Required);
+    let authenticates = listeners
+        .iter()
+        .any(|l| crate::security::authorizer::listener_authenticates(l.protocol, client_certs_required));
+    Ok((tls, config.authorizer_settings(authenticates)?))
+}
+
 /// Runs the broker until SIGINT or SIGTERM. Returns once every shard has
 /// closed its partitions.
 pub fn serve(config: ServeConfig) -> Result<(), String> {
     let cpus = config.shard_cpus()?;
-    let listen = config.listen_addr()?;
-    let (advertised_host, advertised_port) = config.advertised()?;
+    let listeners = listeners::resolve(&config)?;
+    let (tls, authorizer) = listeners_security(&config, &listeners)?;
     std::fs::create_dir_all(&config.data_dir)
         .map_err(|e| format!("cannot create {}: {e}", config.data_dir.display()))?;
     let _lock = lock_data_dir(&config.data_dir)?;
     // Shards bind with SO_REUSEPORT, which would let a second broker share
     // the port silently and split its clients: refuse if anything already
     // accepts connections there.
-    refuse_if_listening(listen)?;
+    for l in &listeners {
+        refuse_if_listening(l.bind)?;
+    }
     let mut table = TopicTable::load(&config.data_dir)?;
     let acls = Arc::new(crate::security::acl_store::load(&config.data_dir)?);
-    // The one listener today is PLAINTEXT; the listener work passes whether
-    // any of its listeners authenticates.
-    let authenticates =
-        crate::security::authorizer::listener_authenticates(crate::security::SecurityProtocol::Plaintext, false);
-    let authorizer = config.authorizer_settings(authenticates)?;
     let groups = config.group_settings();
     let txn = config.txn_settings();
     for (name, partitions) in [(crate::groups::OFFSETS_TOPIC, groups.offsets_partitions), (TXN_TOPIC, txn.partitions)] {
@@ -102,8 +124,9 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
     let table = Arc::new(table);
     let settings = Arc::new(BrokerSettings {
         node_id: config.node_id,
-        advertised_host,
-        advertised_port,
+        advertised_host: listeners[0].advertised.host.clone(),
+        advertised_port: listeners[0].advertised.port,
+        listeners: listeners.iter().map(|l| l.advertised.clone()).collect(),
         cluster_id: "shardlog".into(),
         data_dir: config.data_dir.clone(),
         auto_create_topics: config.auto_create_topics,
@@ -128,6 +151,8 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, stop.clone()).map_err(|e| format!("cannot handle signal {signal}: {e}"))?;
     }
+    let reload = tls.clone().map(tls::reload_on_sighup).transpose()?;
+    let listeners = Arc::new(listeners);
     let mesh = MeshBuilder::<Envelope, _>::full(cpus.len(), MESH_CHANNEL_CAPACITY);
     let started = Instant::now();
     let ready = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -135,12 +160,14 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
     for (index, &cpu) in cpus.iter().enumerate() {
         let (mesh, table, settings, stop, ready, acls) =
             (mesh.clone(), table.clone(), settings.clone(), stop.clone(), ready.clone(), acls.clone());
+        let (listeners, tls) = (listeners.clone(), tls.clone());
         let metrics = if index == 0 { metrics.take() } else { None };
         let handle = LocalExecutorBuilder::new(Placement::Fixed(cpu))
             .name(&format!("shard-{index}"))
             .spawn(move || async move {
-                run_shard(ShardStart { mesh, table, settings, listen, stop, ready, maintenance_every, metrics, acls })
-                    .await
+                let start =
+                    ShardStart { mesh, table, settings, listeners, tls, stop, ready, maintenance_every, metrics, acls };
+                run_shard(start).await
             })
             .map_err(|e| format!("cannot start shard on core {cpu}: {e}"))?;
         handles.push(handle);
@@ -150,7 +177,8 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
     }
     if ready.load(Ordering::Acquire) == cpus.len() {
         banner!(
-            "shardlog: listening on {listen} with {} shard(s) on cores {:?}, data in {}{} (ready in {} ms)",
+            "shardlog: listening on {} with {} shard(s) on cores {:?}, data in {}{} (ready in {} ms)",
+            listeners.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
             cpus.len(),
             cpus,
             config.data_dir.display(),
@@ -165,6 +193,9 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
             Ok(Err(e)) => failure = Some(e),
             Err(e) => failure = Some(format!("shard panicked: {e:?}")),
         }
+    }
+    if let Some(handle) = reload {
+        handle.close();
     }
     failure.map_or(Ok(()), Err)
 }
@@ -305,7 +336,8 @@ struct ShardStart {
     mesh: MeshBuilder<Envelope, glommio::channels::channel_mesh::Full>,
     table: Arc<TopicTable>,
     settings: Arc<BrokerSettings>,
-    listen: std::net::SocketAddr,
+    listeners: Arc<Vec<listeners::Listener>>,
+    tls: Option<Arc<tls::TlsState>>,
     stop: Arc<AtomicBool>,
     ready: Arc<std::sync::atomic::AtomicUsize>,
     maintenance_every: Duration,
@@ -315,7 +347,7 @@ struct ShardStart {
 }
 
 async fn run_shard(start: ShardStart) -> Result<(), String> {
-    let ShardStart { mesh, table, settings, listen, stop, ready, maintenance_every, metrics, acls } = start;
+    let ShardStart { mesh, table, settings, listeners, tls, stop, ready, maintenance_every, metrics, acls } = start;
     let (senders, receivers) = mesh.join().await.map_err(|e| format!("cannot join the shard mesh: {e}"))?;
     let shard = Shard::new(settings, senders, table.clone());
     shard.set_acls(acls);
@@ -351,18 +383,36 @@ async fn run_shard(start: ShardStart) -> Result<(), String> {
         let listener = into_glommio(listener).map_err(|e| format!("metrics listener: {e}"))?;
         glommio::spawn_local(crate::metrics::http::serve(shard.clone(), listener)).detach();
     }
-    let listener = match bind(listen) {
-        Ok(l) => l,
-        Err(e) => {
-            ready.fetch_add(FAILED_TO_START, Ordering::AcqRel);
-            stop.store(true, Ordering::Relaxed);
-            return Err(format!("shard {}: cannot listen on {listen}: {e}", shard.id));
+    let mut bound = Vec::new();
+    for l in listeners.iter() {
+        match bind(l.bind) {
+            Ok(socket) => bound.push((l, socket)),
+            Err(e) => {
+                ready.fetch_add(FAILED_TO_START, Ordering::AcqRel);
+                stop.store(true, Ordering::Relaxed);
+                return Err(format!("shard {}: cannot listen on {l}: {e}", shard.id));
+            }
         }
-    };
+    }
     ready.fetch_add(1, Ordering::AcqRel);
-    accept_until_stopped(&shard, &listener.socket, &stop).await;
-    stop_listening(listener.fd);
-    drop(listener);
+    let accepting: Vec<_> = bound
+        .into_iter()
+        .map(|(l, listener)| {
+            let door = Rc::new(connection::Door {
+                name: Rc::from(l.name.as_str()),
+                protocol: l.protocol,
+                tls: if l.protocol.uses_tls() { tls.clone() } else { None },
+            });
+            let (shard, stop) = (shard.clone(), stop.clone());
+            glommio::spawn_local(async move {
+                accept_until_stopped(&shard, &listener.socket, &stop, &door).await;
+                stop_listening(listener.fd);
+            })
+        })
+        .collect();
+    for task in accepting {
+        task.await;
+    }
     let grace_end = Instant::now() + SHUTDOWN_GRACE;
     while shard.inflight.get() > 0 && Instant::now() < grace_end {
         glommio::timer::sleep(Duration::from_millis(10)).await;
@@ -383,7 +433,12 @@ async fn run_shard(start: ShardStart) -> Result<(), String> {
 /// whose completion the kernel had already posted (the tick and a new
 /// connection in the same turn of the loop) would leak the new socket: the
 /// client would wait on an open connection nobody reads.
-async fn accept_until_stopped(shard: &Rc<Shard>, listener: &TcpListener, stop: &AtomicBool) {
+async fn accept_until_stopped(
+    shard: &Rc<Shard>,
+    listener: &TcpListener,
+    stop: &AtomicBool,
+    door: &Rc<connection::Door>,
+) {
     let mut backoff = Duration::ZERO;
     let (mut failed, mut last_log): (u64, Option<Instant>) = (0, None);
     let mut accept = Box::pin(listener.accept());
@@ -403,7 +458,7 @@ async fn accept_until_stopped(shard: &Rc<Shard>, listener: &TcpListener, stop: &
                     let peer = stream.peer_addr().map_or_else(|_| "?".to_string(), |a| a.to_string());
                     log::debug!("shard {}: accepted connection from {peer}", shard.id);
                 }
-                glommio::spawn_local(connection::serve(shard.clone(), stream)).detach();
+                glommio::spawn_local(connection::serve(shard.clone(), stream, door.clone())).detach();
             }
             Some(Err(e)) => {
                 failed += 1;

@@ -173,13 +173,5 @@ async fn write_buffers(fd: i32, stream: &mut (impl AsyncWrite + Unpin), mut part
 }
 
 fn writev(fd: i32, slices: &[IoSlice<'_>]) -> io::Result<usize> {
-    // SAFETY: `IoSlice` is guaranteed ABI-compatible with `struct iovec` on
-    // Unix; the slices borrow live buffers for the duration of the call, and
-    // `fd` belongs to a stream the caller holds open.
-    let n = unsafe { libc::writev(fd, slices.as_ptr().cast::<libc::iovec>(), slices.len() as libc::c_int) };
-    if n < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(n as usize)
-    }
+    crate::tls_stream::writev(fd, slices)
 }

@@ -51,6 +51,9 @@ pub struct BrokerSettings {
     pub node_id: i32,
     pub advertised_host: String,
     pub advertised_port: i32,
+    /// Each listener's advertised address (`server::listeners`); the two
+    /// fields above are the first listener's.
+    pub listeners: Vec<crate::server::listeners::Advertised>,
     pub cluster_id: String,
     pub data_dir: PathBuf,
     pub auto_create_topics: bool,

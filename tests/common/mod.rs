@@ -12,6 +12,7 @@ pub mod offsets_schema;
 pub mod produce;
 pub mod proxy;
 pub mod scrape;
+pub mod tls;
 pub mod txn;
 pub mod wire;
 

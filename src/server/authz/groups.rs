@@ -46,7 +46,7 @@ pub fn find_coordinator(
     };
     let may = |key: &str| authorize(shard, session, Operation::Describe, kind, key);
     let single_denied = version < 4 && !may(req.key.as_str());
-    let mut response = handle::find_coordinator(shard, req, version);
+    let mut response = handle::find_coordinator(shard, req, version, session);
     if single_denied {
         response = FindCoordinatorResponse::default().with_error_code(code).with_node_id((-1).into()).with_port(-1);
     }

@@ -206,7 +206,7 @@ pub async fn metadata(
         *topics = allowed;
         refused = denied.into_iter().filter_map(|t| t.name).collect();
     }
-    let mut response = handlers::metadata::handle(shard, req, version).await;
+    let mut response = handlers::metadata::handle(shard, req, version, session).await;
     let describable = |t: &MetadataResponseTopic| {
         t.name.as_ref().is_none_or(|n| may(shard, session, Operation::Describe, n.as_str()))
     };
@@ -402,7 +402,7 @@ pub fn describe_cluster(shard: &Rc<Shard>, session: &Session, req: DescribeClust
     if !on_cluster(shard, session, Operation::Describe) {
         return DescribeClusterResponse::default().with_error_code(errors::CLUSTER_AUTHORIZATION_FAILED);
     }
-    handlers::cluster::describe_cluster(shard, req)
+    handlers::cluster::describe_cluster(shard, req, session)
 }
 
 /// Without DESCRIBE on the cluster: no log dirs (and, from v3, the error).

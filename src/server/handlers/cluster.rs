@@ -28,12 +28,17 @@ const LEADER_EPOCH: i32 = 0;
 /// Kafka's "authorized operations not requested" sentinel.
 const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
 
-pub fn describe_cluster(shard: &Rc<Shard>, _request: DescribeClusterRequest) -> DescribeClusterResponse {
+pub fn describe_cluster(
+    shard: &Rc<Shard>,
+    _request: DescribeClusterRequest,
+    session: &crate::security::Session,
+) -> DescribeClusterResponse {
     let s = &shard.settings;
     let mut broker = DescribeClusterBroker::default();
     broker.broker_id = BrokerId(s.node_id);
-    broker.host = str_bytes(&s.advertised_host);
-    broker.port = s.advertised_port;
+    let (host, port) = crate::server::listeners::advertised_for(s, &session.listener);
+    broker.host = str_bytes(host);
+    broker.port = port;
     let mut response = DescribeClusterResponse::default();
     response.cluster_id = str_bytes(&s.cluster_id);
     response.controller_id = BrokerId(s.node_id);

@@ -45,7 +45,14 @@ async fn call<C: CrossShard>(shard: &Rc<Shard>, group: &str, call: C) -> Option<
     shard.ask(owner, call).await.ok()
 }
 
-pub fn find_coordinator(shard: &Shard, req: FindCoordinatorRequest, version: i16) -> FindCoordinatorResponse {
+/// The coordinator is this broker, at the address of the listener the
+/// client came in on.
+pub fn find_coordinator(
+    shard: &Shard,
+    req: FindCoordinatorRequest,
+    version: i16,
+    session: &crate::security::Session,
+) -> FindCoordinatorResponse {
     let mut resp = FindCoordinatorResponse::default();
     let keys: Vec<String> = if version >= 4 {
         req.coordinator_keys.iter().map(|k| k.to_string()).collect()
@@ -53,6 +60,7 @@ pub fn find_coordinator(shard: &Shard, req: FindCoordinatorRequest, version: i16
         vec![req.key.to_string()]
     };
     let settings = &shard.settings;
+    let (host, port) = crate::server::listeners::advertised_for(settings, &session.listener);
     for key in keys {
         let mut c = CoordinatorOut::default();
         c.key = str_bytes(&key);
@@ -72,8 +80,8 @@ pub fn find_coordinator(shard: &Shard, req: FindCoordinatorRequest, version: i16
             c.port = -1;
         } else if req.key_type == 1 {
             c.node_id = settings.node_id.into();
-            c.host = str_bytes(&settings.advertised_host);
-            c.port = settings.advertised_port;
+            c.host = str_bytes(host);
+            c.port = port;
         } else if req.key_type != 0 {
             // 2 is a share group's (KIP-932, v6); there are none here.
             c.error_code = errors::INVALID_REQUEST;
@@ -91,8 +99,8 @@ pub fn find_coordinator(shard: &Shard, req: FindCoordinatorRequest, version: i16
             c.port = -1;
         } else {
             c.node_id = settings.node_id.into();
-            c.host = str_bytes(&settings.advertised_host);
-            c.port = settings.advertised_port;
+            c.host = str_bytes(host);
+            c.port = port;
         }
         resp.coordinators.push(c);
     }

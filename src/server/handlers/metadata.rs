@@ -9,12 +9,15 @@ use kafka_protocol::messages::{
 };
 
 use crate::protocol::errors;
+use crate::{security::Session, server::listeners::advertised_for};
 use crate::{
     server::handlers::{create_topics::create, str_bytes},
     shard::{messages::NewTopic, topics::validate_topic_name, Shard},
 };
 
-pub async fn handle(shard: &Rc<Shard>, request: MetadataRequest, version: i16) -> MetadataResponse {
+/// Brokers are advertised at the address of the listener the client came
+/// in on (`session.listener`).
+pub async fn handle(shard: &Rc<Shard>, request: MetadataRequest, version: i16, session: &Session) -> MetadataResponse {
     // v0 cannot send a null list: there an empty one means every topic.
     let topics = request.topics.filter(|ts| version >= 1 || !ts.is_empty());
     let wanted: Option<Vec<String>> =
@@ -37,8 +40,9 @@ pub async fn handle(shard: &Rc<Shard>, request: MetadataRequest, version: i16) -
     let mut response = MetadataResponse::default();
     let mut broker = MetadataResponseBroker::default();
     broker.node_id = shard.settings.node_id.into();
-    broker.host = str_bytes(&shard.settings.advertised_host);
-    broker.port = shard.settings.advertised_port;
+    let (host, port) = advertised_for(&shard.settings, &session.listener);
+    broker.host = str_bytes(host);
+    broker.port = port;
     response.brokers = vec![broker];
     response.cluster_id = Some(str_bytes(&shard.settings.cluster_id));
     response.controller_id = shard.settings.node_id.into();
