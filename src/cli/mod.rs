@@ -207,6 +207,10 @@ pub struct ServeArgs {
     /// flight, partition state and the batch cache, which evicts to fit.
     #[arg(long)]
     pub memory: Option<String>,
+    /// Security protocol of the listener: PLAINTEXT (default) or
+    /// SASL_PLAINTEXT (clients must authenticate with SASL).
+    #[arg(long)]
+    pub listener_protocol: Option<String>,
 }
 
 impl ServeArgs {
@@ -244,6 +248,9 @@ impl ServeArgs {
         }
         if let Some(v) = self.memory {
             c.memory = Some(v);
+        }
+        if let Some(v) = self.listener_protocol {
+            c.listen_protocol = v;
         }
         Ok(c)
     }

@@ -52,6 +52,12 @@ pub const CONCURRENT_TRANSACTIONS: ErrorCode = 51;
 pub const OPERATION_NOT_ATTEMPTED: ErrorCode = 55;
 pub const PRODUCER_FENCED: ErrorCode = 90;
 pub const TRANSACTIONAL_ID_NOT_FOUND: ErrorCode = 105;
+pub const UNSUPPORTED_SASL_MECHANISM: ErrorCode = 33;
+pub const ILLEGAL_SASL_STATE: ErrorCode = 34;
+pub const SASL_AUTHENTICATION_FAILED: ErrorCode = 58;
+pub const RESOURCE_NOT_FOUND: ErrorCode = 91;
+pub const DUPLICATE_RESOURCE: ErrorCode = 92;
+pub const UNACCEPTABLE_CREDENTIAL: ErrorCode = 93;
 
 #[cfg(test)]
 mod tests {
@@ -110,6 +116,12 @@ mod tests {
             (OPERATION_NOT_ATTEMPTED, E::OperationNotAttempted),
             (PRODUCER_FENCED, E::ProducerFenced),
             (TRANSACTIONAL_ID_NOT_FOUND, E::TransactionalIdNotFound),
+            (UNSUPPORTED_SASL_MECHANISM, E::UnsupportedSaslMechanism),
+            (ILLEGAL_SASL_STATE, E::IllegalSaslState),
+            (SASL_AUTHENTICATION_FAILED, E::SaslAuthenticationFailed),
+            (RESOURCE_NOT_FOUND, E::ResourceNotFound),
+            (DUPLICATE_RESOURCE, E::DuplicateResource),
+            (UNACCEPTABLE_CREDENTIAL, E::UnacceptableCredential),
         ];
         for (ours, kafka) in table {
             assert_eq!(ours, kafka.code(), "{kafka:?}");

@@ -5,6 +5,11 @@
 //! without a client certificate is `User:ANONYMOUS` from the start; a SASL
 //! listener's connections become their user once SaslAuthenticate succeeds.
 
+pub mod credentials;
+pub mod sasl;
+pub mod sasl_config;
+pub mod scram;
+
 use std::{cell::RefCell, fmt, rc::Rc};
 
 /// Kafka's security protocols, one per listener.

@@ -68,6 +68,11 @@ pub struct ServeConfig {
     /// Segment files unused for this long to twice this long close their
     /// descriptors (`storage::open_files`); they reopen when next used.
     pub segment_files_idle_close_ms: u64,
+    /// Security protocol of the one listener (PLAINTEXT or SASL_PLAINTEXT):
+    /// a stand-in until named listeners (`--listener`) land.
+    pub listen_protocol: String,
+    /// `[sasl]`: the mechanisms SASL listeners offer.
+    pub sasl: crate::security::sasl_config::SaslConfig,
 }
 
 impl Default for ServeConfig {
@@ -100,6 +105,8 @@ impl Default for ServeConfig {
             zero_ahead_bytes: crate::limits::ZERO_AHEAD_BYTES_DEFAULT,
             memory: None,
             segment_files_idle_close_ms: 30_000,
+            listen_protocol: "PLAINTEXT".into(),
+            sasl: Default::default(),
         }
     }
 }

@@ -23,8 +23,11 @@ use crate::{
     limits,
     metrics::stages::{RequestTrace, Stage},
     protocol::claimed_counts,
-    security::{SecurityProtocol, Session},
-    server::handlers::{self, api_versions, groups},
+    security::{sasl::SaslExchange, Session},
+    server::{
+        authenticate::{self, Gate},
+        handlers::{self, api_versions, groups},
+    },
     shard::Shard,
     storage::Chunk,
 };
@@ -86,7 +89,8 @@ impl Drop for Counted {
 /// request order. At most `REQUESTS_IN_FLIGHT_MAX` are outstanding.
 pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
     let peer = stream.peer_addr().map_or_else(|_| "unknown peer".to_string(), |a| a.to_string());
-    let session = Rc::new(Session::new(peer.clone(), Rc::from("PLAINTEXT"), SecurityProtocol::Plaintext));
+    let protocol = shard.settings.listen_protocol; // until named listeners land
+    let session = Rc::new(Session::new(peer.clone(), Rc::from(protocol.name()), protocol));
     if shard.connections.get() >= shard.settings.max_connections_per_shard {
         log::warn!(
             "refusing connection from {peer}: shard {} already has {} connections (max_connections)",
@@ -145,6 +149,7 @@ async fn read_frames(
 ) {
     let peer = session.peer.clone();
     let budget = Rc::new(glommio::sync::Semaphore::new(shard.settings.max_inflight_bytes_per_connection as u64));
+    let mut sasl = SaslExchange::new();
     loop {
         let mut len = [0u8; 4];
         if stream.read_exact(&mut len).await.is_err() {
@@ -153,7 +158,9 @@ async fn read_frames(
         // The request's clock starts here (see `metrics::stages`).
         let trace = Rc::new(RequestTrace::start(Instant::now()));
         let size = i32::from_be_bytes(len);
-        if size < FRAME_BYTES_MIN as i32 || size as usize > shard.settings.max_request_bytes {
+        // After a v0 SaslHandshake a raw SASL token (no header) comes next.
+        let frame_min = if sasl.expects_raw_token() { 0 } else { FRAME_BYTES_MIN };
+        if size < frame_min as i32 || size as usize > shard.settings.max_request_bytes {
             let reason =
                 format!("request size {size} outside [{FRAME_BYTES_MIN}, {}]", shard.settings.max_request_bytes);
             let _ = tx.send(Next::Close(reason)).await;
@@ -172,13 +179,27 @@ async fn read_frames(
             log::debug!("connection from {peer}: closed mid-request: {e}");
             break;
         }
+        let frame = frame.freeze();
+        if let Gate::Answer { response, close } = authenticate::gate(&shard, &session, &mut sasl, &frame) {
+            if let Some(response) = response {
+                let task = glommio::spawn_local(async move { Ok(Some(vec![Chunk::Memory(response)])) }).detach();
+                let pending = Pending { task, api_key: ApiKey::SaslAuthenticate as i16, trace };
+                if tx.send(Next::Response(pending, [own, shared])).await.is_err() {
+                    break;
+                }
+            }
+            if close {
+                break; // the writer ends after the answer already queued
+            }
+            continue;
+        }
         let (shard, session, traced) = (shard.clone(), session.clone(), trace.clone());
         let (key, version) = (i16::from_be_bytes([frame[0], frame[1]]), i16::from_be_bytes([frame[2], frame[3]]));
         let task = glommio::spawn_local(async move {
             traced.lap(Stage::ReadWait);
             shard.inflight.set(shard.inflight.get() + 1);
             let started = Instant::now();
-            let result = handle_frame(&shard, frame.freeze(), &session, &traced).await;
+            let result = handle_frame(&shard, frame, &session, &traced).await;
             if result.is_ok() {
                 shard.metrics.request(key, version, started.elapsed().as_secs_f64());
             }
@@ -315,6 +336,11 @@ async fn handle_other(
         Request::ListGroups(req) => respond!(groups::list(shard, req).await),
         Request::DeleteGroups(req) => respond!(groups::delete(shard, req).await),
         Request::OffsetDelete(req) => respond!(groups::offset_delete(shard, req).await),
+        Request::DescribeUserScramCredentials(req) => respond!(handlers::scram_credentials::describe(shard, req)),
+        Request::AlterUserScramCredentials(req) => respond!(handlers::scram_credentials::alter(shard, req).await),
+        Request::SaslHandshake | Request::SaslAuthenticate => {
+            return Err(format!("{key:?} is answered by the SASL gate (server::authenticate)"))
+        }
         Request::Fetch(_) => return Err("Fetch is answered by handle_frame".into()),
     };
     Ok(Some(out))
@@ -355,6 +381,12 @@ enum Request {
     TxnOffsetCommit(TxnOffsetCommitRequest),
     DescribeTransactions(DescribeTransactionsRequest),
     ListTransactions(ListTransactionsRequest),
+    /// Decoded for the fuzz target only: `server::authenticate` answers
+    /// the SASL requests before they get here.
+    SaslHandshake,
+    SaslAuthenticate,
+    DescribeUserScramCredentials(DescribeUserScramCredentialsRequest),
+    AlterUserScramCredentials(AlterUserScramCredentialsRequest),
 }
 
 /// Decodes the body after the request header: the one place that maps an
@@ -402,6 +434,18 @@ fn decode_body(key: ApiKey, version: i16, body: &mut Bytes) -> Result<Request, S
         ApiKey::TxnOffsetCommit => decode!(TxnOffsetCommit, TxnOffsetCommitRequest),
         ApiKey::DescribeTransactions => decode!(DescribeTransactions, DescribeTransactionsRequest),
         ApiKey::ListTransactions => decode!(ListTransactions, ListTransactionsRequest),
+        ApiKey::SaslHandshake => {
+            SaslHandshakeRequest::decode(body, version).map_err(|e| decode_failed(key, version, e))?;
+            Request::SaslHandshake
+        }
+        ApiKey::SaslAuthenticate => {
+            SaslAuthenticateRequest::decode(body, version).map_err(|e| decode_failed(key, version, e))?;
+            Request::SaslAuthenticate
+        }
+        ApiKey::DescribeUserScramCredentials => {
+            decode!(DescribeUserScramCredentials, DescribeUserScramCredentialsRequest)
+        }
+        ApiKey::AlterUserScramCredentials => decode!(AlterUserScramCredentials, AlterUserScramCredentialsRequest),
         other => return Err(format!("{other:?} is not served")),
     })
 }
@@ -478,7 +522,7 @@ fn skip_header_v1(frame: &[u8]) -> Result<&[u8], String> {
 }
 
 /// Size prefix + response header + encoded body.
-fn frame_response<R: Encodable>(
+pub(super) fn frame_response<R: Encodable>(
     correlation_id: i32,
     version: i16,
     body: &R,

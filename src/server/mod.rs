@@ -4,6 +4,7 @@
 //!
 //! **Architecture invariant:** only `server` (and `cli`) touch sockets.
 
+mod authenticate;
 pub mod config;
 pub mod connection;
 pub mod descriptors;
@@ -65,6 +66,11 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
     // accepts connections there.
     refuse_if_listening(listen)?;
     let mut table = TopicTable::load(&config.data_dir)?;
+    let listen_protocol: crate::security::SecurityProtocol =
+        config.listen_protocol.parse().map_err(|e| format!("--listener-protocol: {e}"))?;
+    if listen_protocol.uses_tls() {
+        return Err(format!("--listener-protocol {}: TLS listeners are not built yet", listen_protocol.name()));
+    }
     let groups = config.group_settings();
     let txn = config.txn_settings();
     for (name, partitions) in [(crate::groups::OFFSETS_TOPIC, groups.offsets_partitions), (TXN_TOPIC, txn.partitions)] {
@@ -115,6 +121,9 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
         open_files_per_shard: nofile.open_files_per_shard(cpus.len()),
         idle_files_every: Duration::from_millis(config.segment_files_idle_close_ms.max(10)),
         memory,
+        sasl_mechanisms: config.sasl.enabled()?,
+        listen_protocol,
+        credentials_at_start: Arc::new(crate::security::credentials::Credentials::load(&config.data_dir)?),
     });
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {

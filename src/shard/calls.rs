@@ -23,6 +23,7 @@ use crate::{
     metrics::snapshot::ShardSnapshot,
     protocol::errors::ErrorCode,
     shard::{
+        credentials_admin::{AlterCredentials, ApplyCredentials, UserOutcome},
         messages::{
             AllocateProducerId, AlterConfigs, ApplyTopics, CreatePartitions, CreateTopics, DeleteRecords, DeleteTopics,
             ListOffset, MarkerWritten, Metrics, OffsetFound, OpenFailure, Produce, Produced, ProducerIdError, Read,
@@ -163,6 +164,9 @@ cross_shard_calls! {
     ListTxns -> Vec<ListedTxn> = |shard, call| std::future::ready(shard.txn.list(call));
     WriteTxnMarkers -> Vec<MarkerWritten> = |shard, call| shard.write_txn_markers(call);
     AllocateProducerId -> Result<i64, ProducerIdError> = |shard, AllocateProducerId| shard.allocate_producer_id();
+    // SCRAM credentials: changed on the controller, then applied everywhere.
+    AlterCredentials -> Vec<UserOutcome> = |shard, AlterCredentials { changes }| shard.alter_credentials(changes);
+    ApplyCredentials -> () = |shard, ApplyCredentials { credentials }| shard.apply_credentials(credentials);
     Metrics -> Box<ShardSnapshot> =
         |shard, Metrics| std::future::ready(Box::new(shard.metrics_snapshot())), uncounted;
 }

@@ -7,6 +7,7 @@
 
 pub mod calls;
 mod concurrent;
+pub mod credentials_admin;
 pub mod messages;
 pub mod notify;
 pub mod router;
@@ -75,6 +76,13 @@ pub struct BrokerSettings {
     pub idle_files_every: std::time::Duration,
     /// Each shard's part of `--memory` (`server::memory`).
     pub memory: crate::server::memory::MemoryBudget,
+    /// The SASL mechanisms SASL listeners offer (`[sasl] mechanisms`).
+    pub sasl_mechanisms: Vec<crate::security::sasl::SaslMechanism>,
+    /// The one listener's security protocol (until named listeners land).
+    pub listen_protocol: crate::security::SecurityProtocol,
+    /// The SCRAM credentials on disk at start; each shard then keeps its
+    /// own copy (`Shard::credentials`).
+    pub credentials_at_start: Arc<crate::security::credentials::Credentials>,
 }
 
 /// A shard's partitions by topic name, then index. Looked up by `&str`, so
@@ -155,6 +163,8 @@ pub struct Shard {
     /// Serialises topic changes on the controller (a shard-local semaphore,
     /// not a lock between cores).
     controller_permit: glommio::sync::Semaphore,
+    /// This shard's copy of the SCRAM credentials (`credentials_admin`).
+    credentials: RefCell<Arc<crate::security::credentials::Credentials>>,
 }
 
 impl Shard {
@@ -163,6 +173,7 @@ impl Shard {
         let read_permits = settings.disk_reads_per_shard.max(1) as u64;
         let group_settings = settings.clone();
         let txn_settings = settings.clone();
+        let credentials = RefCell::new(settings.credentials_at_start.clone());
         Rc::new_cyclic(|me| Self {
             id: senders.peer_id(),
             count: senders.nr_consumers(),
@@ -185,6 +196,7 @@ impl Shard {
             reads: glommio::sync::Semaphore::new(read_permits),
             producer_ids: Cell::new((0, 0)),
             controller_permit: glommio::sync::Semaphore::new(1),
+            credentials,
         })
     }
 

@@ -71,6 +71,10 @@ fn crate_reads(key: ApiKey, version: i16, body: &[u8]) -> Option<Result<usize, S
         ApiKey::TxnOffsetCommit => read!(TxnOffsetCommitRequest),
         ApiKey::DescribeTransactions => read!(DescribeTransactionsRequest),
         ApiKey::ListTransactions => read!(ListTransactionsRequest),
+        ApiKey::SaslHandshake => read!(SaslHandshakeRequest),
+        ApiKey::SaslAuthenticate => read!(SaslAuthenticateRequest),
+        ApiKey::DescribeUserScramCredentials => read!(DescribeUserScramCredentialsRequest),
+        ApiKey::AlterUserScramCredentials => read!(AlterUserScramCredentialsRequest),
         _ => return None,
     };
     Some(result.map(|()| body.len() - buf.len()))
@@ -118,6 +122,10 @@ fn default_body(key: ApiKey, version: i16) -> Bytes {
         ApiKey::TxnOffsetCommit => enc!(TxnOffsetCommitRequest),
         ApiKey::DescribeTransactions => enc!(DescribeTransactionsRequest),
         ApiKey::ListTransactions => enc!(ListTransactionsRequest),
+        ApiKey::SaslHandshake => enc!(SaslHandshakeRequest),
+        ApiKey::SaslAuthenticate => enc!(SaslAuthenticateRequest),
+        ApiKey::DescribeUserScramCredentials => enc!(DescribeUserScramCredentialsRequest),
+        ApiKey::AlterUserScramCredentials => enc!(AlterUserScramCredentialsRequest),
         other => panic!("{other:?} is not served"),
     }
 }
@@ -154,6 +162,9 @@ fn populated_body(key: ApiKey, v: i16) -> Option<Bytes> {
         ApiKey::TxnOffsetCommit => encode(&super::tests_populated::txn_offset_commit(v), v),
         ApiKey::DescribeTransactions => encode(&super::tests_populated::describe_transactions(v), v),
         ApiKey::ListTransactions => encode(&super::tests_populated::list_transactions(v), v),
+        ApiKey::SaslAuthenticate => encode(&super::tests_populated::sasl_authenticate(v), v),
+        ApiKey::DescribeUserScramCredentials => encode(&super::tests_populated::describe_user_scram_credentials(v), v),
+        ApiKey::AlterUserScramCredentials => encode(&super::tests_populated::alter_user_scram_credentials(v), v),
         _ => return None,
     })
 }
