@@ -27,6 +27,10 @@ use crate::{
     shard::Shard,
 };
 
+/// How long a refused connection stays open after its answer (Kafka's
+/// `connection.failed.authentication.delay.ms` default).
+pub const CLOSE_DELAY: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// What to do with a frame.
 pub enum Gate {
     /// Not SASL's business: handle it as usual.
@@ -132,9 +136,8 @@ fn raw_token(shard: &Rc<Shard>, session: &Session, sasl: &mut SaslExchange, fram
     let mut bytes = BytesMut::with_capacity(4 + out.token.len());
     bytes.put_i32(out.token.len() as i32);
     bytes.put_slice(&out.token);
-    // PLAIN answers nothing at all in the raw form.
-    let response = (!out.token.is_empty()).then(|| bytes.freeze());
-    Gate::Answer { response, close: false }
+    // Even PLAIN's empty challenge is sent (a zero size), as Kafka does.
+    Gate::Answer { response: Some(bytes.freeze()), close: false }
 }
 
 /// One token through the exchange, with its metrics, log and principal.

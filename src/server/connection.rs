@@ -189,6 +189,10 @@ async fn read_frames(
                 }
             }
             if close {
+                // As Kafka's `connection.failed.authentication.delay.ms`:
+                // the client reads the answer before the close, and a
+                // guesser waits before its next try.
+                glommio::timer::sleep(authenticate::CLOSE_DELAY).await;
                 break; // the writer ends after the answer already queued
             }
             continue;
