@@ -401,3 +401,35 @@ fn credentials_survive_a_restart() {
     assert!(!listed.status.success(), "users add refuses while the broker runs");
     assert!(String::from_utf8_lossy(&listed.stderr).contains("running broker"));
 }
+
+#[test]
+fn bench_authenticates_every_connection() {
+    let dir = common::tempdir().unwrap();
+    let broker = sasl_broker(dir.path(), 1);
+    let bench = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_shardlog"))
+            .args(["bench", "produce", "--bootstrap", &broker.bootstrap(), "--partitions", "2", "--rate", "500"])
+            .args(["--duration", "1s", "--warmup", "500ms", "--spin", "0ms", "--output"])
+            .arg(dir.path().join("bench"))
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let ok = bench(&["--sasl", "SCRAM-SHA-512", "--sasl-user", ADMIN, "--sasl-password", ADMIN_PASSWORD]);
+    let text = String::from_utf8_lossy(&ok.stderr).into_owned() + &String::from_utf8_lossy(&ok.stdout);
+    assert!(ok.status.success(), "{text}");
+    let measured: u64 = text
+        .lines()
+        .find(|l| l.starts_with("throughput:"))
+        .and_then(|t| t.split('(').nth(1))
+        .and_then(|t| t.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("a throughput line: {text}"));
+    assert!(measured > 0, "{text}");
+    let wrong = bench(&["--sasl", "SCRAM-SHA-512", "--sasl-user", ADMIN, "--sasl-password", "nope"]);
+    assert!(!wrong.status.success());
+    assert!(String::from_utf8_lossy(&wrong.stderr).contains("error 58"), "names the broker's refusal");
+    let samples = scrape::scrape(&broker);
+    let ok = scrape::sum(&samples, "shardlog_sasl_authentications_total", &[("result", "success")]);
+    assert!(ok >= 2.0, "metadata and load connections authenticated: {ok}");
+}

@@ -15,6 +15,8 @@
 //! connection and the test fails at the end with the whole list.
 
 mod common;
+#[path = "version_matrix/sasl.rs"]
+mod sasl;
 #[path = "version_matrix/txn.rs"]
 mod txn;
 
@@ -221,6 +223,10 @@ fn check(fx: &Fixture, key: ApiKey, v: i16) {
         ApiKey::TxnOffsetCommit => txn::txn_offset_commit(&mut w, v),
         ApiKey::DescribeTransactions => txn::describe_transactions(&mut w, v),
         ApiKey::ListTransactions => txn::list_transactions(&mut w, v),
+        ApiKey::SaslHandshake => sasl::sasl_handshake(&mut w, v),
+        ApiKey::SaslAuthenticate => sasl::sasl_authenticate(&mut w, v),
+        ApiKey::DescribeUserScramCredentials => sasl::describe_user_scram_credentials(&mut w, v),
+        ApiKey::AlterUserScramCredentials => sasl::alter_user_scram_credentials(&mut w, v),
         other => panic!("{other:?} is advertised but the matrix has no check for it"),
     }
 }
