@@ -217,6 +217,18 @@ mod tests {
     }
 
     #[test]
+    fn sasl_section_and_listener_protocol() {
+        let d = ServeConfig::default();
+        assert_eq!((d.listen_protocol.as_str(), d.sasl.enabled().unwrap().len()), ("PLAINTEXT", 3));
+        let c =
+            ServeConfig::from_toml("listen_protocol = \"SASL_PLAINTEXT\"\n[sasl]\nmechanisms = [\"SCRAM-SHA-512\"]\n")
+                .unwrap();
+        assert_eq!(c.listen_protocol, "SASL_PLAINTEXT");
+        assert_eq!(c.sasl.enabled().unwrap().iter().map(|m| m.name()).collect::<Vec<_>>(), ["SCRAM-SHA-512"]);
+        assert!(ServeConfig::from_toml("[sasl]\nmechanism = []\n").is_err(), "unknown keys are refused");
+    }
+
+    #[test]
     fn cpusets_and_advertised_address() {
         assert_eq!(parse_cpuset("0-2,5").unwrap(), vec![0, 1, 2, 5]);
         assert!(parse_cpuset("3-1").is_err());
