@@ -256,6 +256,12 @@ fn out_of_order_sasl_and_requests_before_authentication_are_refused() {
     w.send(ApiKey::Metadata, 12, &MetadataRequest::default());
     assert!(w.is_closed(), "Metadata before authentication closes the connection");
 
+    // A frame too large for a connection not yet authenticated.
+    let mut w = Wire::connect(&b);
+    use std::io::Write;
+    w.stream.write_all(&(10u32 << 20).to_be_bytes()).unwrap();
+    assert!(w.is_closed(), "a 10 MiB frame before authentication closes the connection");
+
     // SaslAuthenticate before SaslHandshake.
     let mut w = Wire::connect(&b);
     let r: SaslAuthenticateResponse = w.call(ApiKey::SaslAuthenticate, 2, &token(b"n,,n=alice,r=abc".to_vec()));
@@ -290,7 +296,7 @@ fn out_of_order_sasl_and_requests_before_authentication_are_refused() {
     let r: SaslHandshakeResponse = w.call(ApiKey::SaslHandshake, 0, &handshake("PLAIN"));
     assert_eq!(r.error_code, 0);
     let raw = format!("\0{ADMIN}\0{ADMIN_PASSWORD}");
-    use std::io::{Read, Write};
+    use std::io::Read;
     w.stream.write_all(&(raw.len() as u32).to_be_bytes()).unwrap();
     w.stream.write_all(raw.as_bytes()).unwrap();
     let mut size = [0u8; 4];

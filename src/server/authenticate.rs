@@ -31,6 +31,11 @@ use crate::{
 /// `connection.failed.authentication.delay.ms` default).
 pub const CLOSE_DELAY: std::time::Duration = std::time::Duration::from_millis(100);
 
+/// Largest frame read from a connection that must authenticate and has
+/// not yet (Kafka's `sasl.server.max.receive.size`): an unauthenticated
+/// peer cannot make the broker buffer `max_request_bytes`.
+pub const UNAUTHENTICATED_FRAME_BYTES_MAX: usize = 512 * 1024;
+
 /// What to do with a frame.
 pub enum Gate {
     /// Not SASL's business: handle it as usual.
@@ -187,7 +192,7 @@ thread_local! {
 
 /// Logs an authentication failure at most once a second per shard, with
 /// how many happened since the last line.
-fn failure_log(shard: &Shard, peer: &str, reason: &str) {
+pub(super) fn failure_log(shard: &Shard, peer: &str, reason: &str) {
     FAILURES.with(|(last, count)| {
         count.set(count.get() + 1);
         if last.get().is_none_or(|t| t.elapsed().as_secs() >= 1) {

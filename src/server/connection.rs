@@ -160,6 +160,14 @@ async fn read_frames(
         let size = i32::from_be_bytes(len);
         // After a v0 SaslHandshake a raw SASL token (no header) comes next.
         let frame_min = if sasl.expects_raw_token() { 0 } else { FRAME_BYTES_MIN };
+        if session.protocol.needs_sasl()
+            && !sasl.is_authenticated()
+            && size as usize > authenticate::UNAUTHENTICATED_FRAME_BYTES_MAX
+        {
+            let max = authenticate::UNAUTHENTICATED_FRAME_BYTES_MAX;
+            authenticate::failure_log(&shard, &peer, &format!("request size {size} over {max} before authentication"));
+            break;
+        }
         if size < frame_min as i32 || size as usize > shard.settings.max_request_bytes {
             let reason =
                 format!("request size {size} outside [{FRAME_BYTES_MIN}, {}]", shard.settings.max_request_bytes);
