@@ -11,7 +11,7 @@
 
 use super::{
     credentials::Credentials,
-    scram::{ClientFirst, Mechanism, ServerFirst},
+    scram::{ClientFirst, Mechanism, ScramCredential, ServerFirst},
 };
 use crate::protocol::errors::{self, ErrorCode};
 
@@ -167,11 +167,9 @@ impl SaslExchange {
                 "SaslAuthenticate after authentication (re-authentication is not supported)".into(),
             ),
             State::Failed => AuthAnswer::refuse(errors::ILLEGAL_SASL_STATE, "SASL exchange already failed".into()),
-            State::Chosen { mechanism: SaslMechanism::Plain, .. } => match plain(token, credentials) {
-                Ok(user) => AuthAnswer { user: Some(user), ..AuthAnswer::more(Vec::new()) },
-                Err(None) => failed(SaslMechanism::Plain),
-                Err(Some(malformed)) => AuthAnswer::refuse(errors::SASL_AUTHENTICATION_FAILED, malformed),
-            },
+            State::Chosen { mechanism: SaslMechanism::Plain, .. } => {
+                plain_answer(parse_plain(token, credentials).map(|c| (c.verify(), c.user)))
+            }
             State::Chosen { mechanism: SaslMechanism::Scram(m), raw } => match ClientFirst::parse(token) {
                 Err(e) => AuthAnswer::refuse(errors::SASL_AUTHENTICATION_FAILED, e.0),
                 Ok(first) => match credentials.get(&first.user, m) {
@@ -198,39 +196,79 @@ impl SaslExchange {
     }
 }
 
-/// PLAIN (RFC 4616): `authzid NUL user NUL password`, checked against the
-/// user's SCRAM credential of either mechanism. `Err(None)`: wrong user or
-/// password; `Err(Some(why))`: malformed.
-fn plain(token: &[u8], credentials: &Credentials) -> Result<String, Option<String>> {
+impl SaslExchange {
+    /// When PLAIN's token is due: the token parsed and paired with the
+    /// user's credential, so the caller can run the check's PBKDF2 off the
+    /// shard ([`PlainClaim::verify`]) and hand the verdict to
+    /// [`Self::plain_verdict`]. `None` when the next token is not PLAIN's.
+    pub fn plain_claim(&self, token: &[u8], credentials: &Credentials) -> Option<Result<PlainClaim, String>> {
+        matches!(self.state, State::Chosen { mechanism: SaslMechanism::Plain, .. })
+            .then(|| parse_plain(token, credentials))
+    }
+
+    /// Ends a PLAIN exchange with the caller's verdict on its claim:
+    /// `Ok((password matched, user))`, or `Err(why the token is malformed)`.
+    pub fn plain_verdict(&mut self, verdict: Result<(bool, String), String>) -> AuthAnswer {
+        let answer = plain_answer(verdict);
+        self.state = if answer.user.is_some() { State::Authenticated } else { State::Failed };
+        answer
+    }
+}
+
+fn plain_answer(verdict: Result<(bool, String), String>) -> AuthAnswer {
+    match verdict {
+        Ok((true, user)) => AuthAnswer { user: Some(user), ..AuthAnswer::more(Vec::new()) },
+        Ok((false, _)) => AuthAnswer::refuse(
+            errors::SASL_AUTHENTICATION_FAILED,
+            "Authentication failed: invalid credentials with SASL mechanism PLAIN".into(),
+        ),
+        Err(malformed) => AuthAnswer::refuse(errors::SASL_AUTHENTICATION_FAILED, malformed),
+    }
+}
+
+/// What a PLAIN token claims, with the user's stored credential (`None`:
+/// no such user, which verifies as a wrong password).
+pub struct PlainClaim {
+    pub user: String,
+    password: Vec<u8>,
+    stored: Option<(Mechanism, ScramCredential)>,
+}
+
+impl PlainClaim {
+    /// Whether the password is the user's: one PBKDF2 run (the stored
+    /// credential's iterations), so callers run it off the shard.
+    pub fn verify(&self) -> bool {
+        self.stored.as_ref().is_some_and(|(m, c)| c.matches_password(*m, &self.password))
+    }
+}
+
+/// PLAIN (RFC 4616): `authzid NUL user NUL password`, to be checked against
+/// the user's SCRAM credential of either mechanism (one suffices: each was
+/// made from the same password). `Err`: malformed.
+fn parse_plain(token: &[u8], credentials: &Credentials) -> Result<PlainClaim, String> {
     if token.len() > PLAIN_TOKEN_BYTES_MAX {
-        return Err(Some(format!("PLAIN token of {} bytes is too long", token.len())));
+        return Err(format!("PLAIN token of {} bytes is too long", token.len()));
     }
     let mut parts = token.split(|&b| b == 0);
     let (Some(authzid), Some(user), Some(password), None) = (parts.next(), parts.next(), parts.next(), parts.next())
     else {
-        return Err(Some("PLAIN token is not authzid NUL user NUL password".into()));
+        return Err("PLAIN token is not authzid NUL user NUL password".into());
     };
-    let user = std::str::from_utf8(user).map_err(|_| Some("PLAIN user name is not UTF-8".to_string()))?;
+    let user = std::str::from_utf8(user).map_err(|_| "PLAIN user name is not UTF-8".to_string())?;
     if user.is_empty() || password.is_empty() {
-        return Err(Some("PLAIN token has an empty user name or password".into()));
+        return Err("PLAIN token has an empty user name or password".into());
     }
     if !authzid.is_empty() && authzid != user.as_bytes() {
-        return Err(Some("PLAIN authorization id differs from the user name".into()));
+        return Err("PLAIN authorization id differs from the user name".into());
     }
-    let stored = credentials.of_user(user).ok_or(None)?;
-    // One credential suffices: each was made from the same password.
-    let (m, c) = stored.iter().next().ok_or(None)?;
-    if c.matches_password(*m, password) {
-        Ok(user.to_string())
-    } else {
-        Err(None)
-    }
+    let stored = credentials.of_user(user).and_then(|s| s.iter().next()).map(|(m, c)| (*m, c.clone()));
+    Ok(PlainClaim { user: user.to_string(), password: password.to_vec(), stored })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::security::scram::{ScramClient, ScramCredential};
+    use crate::security::scram::ScramClient;
 
     fn store() -> Credentials {
         let mut c = Credentials::default();
@@ -268,6 +306,24 @@ mod tests {
         let mut z = SaslExchange::new();
         z.handshake("PLAIN", 1, &SaslMechanism::ALL);
         assert!(z.authenticate(b"garbage", &creds, String::new).message.unwrap().contains("NUL"));
+    }
+
+    #[test]
+    fn plain_checked_off_the_exchange_reaches_the_same_verdicts() {
+        let creds = store();
+        let mut x = SaslExchange::new();
+        assert!(x.plain_claim(b"\0alice\0alice-secret", &creds).is_none(), "no handshake yet");
+        x.handshake("PLAIN", 1, &SaslMechanism::ALL);
+        let claim = x.plain_claim(b"\0alice\0alice-secret", &creds).unwrap().unwrap();
+        assert_eq!(x.plain_verdict(Ok((claim.verify(), claim.user))).user.as_deref(), Some("alice"));
+        assert!(x.is_authenticated());
+        let mut y = SaslExchange::new();
+        y.handshake("PLAIN", 1, &SaslMechanism::ALL);
+        let nobody = y.plain_claim(b"\0bob\0alice-secret", &creds).unwrap().unwrap();
+        assert!(!nobody.verify(), "an unknown user verifies as a wrong password");
+        let refused = y.plain_verdict(Ok((nobody.verify(), nobody.user)));
+        assert_eq!((refused.error, refused.close), (errors::SASL_AUTHENTICATION_FAILED, true));
+        assert!(y.plain_claim(b"\0alice\0x", &creds).is_none(), "the exchange is over");
     }
 
     #[test]

@@ -45,9 +45,9 @@ pub enum Gate {
 }
 
 /// Looks at one frame (after its size prefix) before it is handled.
-pub fn gate(shard: &Rc<Shard>, session: &Session, sasl: &mut SaslExchange, frame: &Bytes) -> Gate {
+pub async fn gate(shard: &Rc<Shard>, session: &Session, sasl: &mut SaslExchange, frame: &Bytes) -> Gate {
     if sasl.expects_raw_token() {
-        return raw_token(shard, session, sasl, frame);
+        return raw_token(shard, session, sasl, frame).await;
     }
     let key = i16::from_be_bytes([frame[0], frame[1]]);
     let version = i16::from_be_bytes([frame[2], frame[3]]);
@@ -57,7 +57,7 @@ pub fn gate(shard: &Rc<Shard>, session: &Session, sasl: &mut SaslExchange, frame
         if !handlers::supported(api, version) {
             return Gate::Pass; // refused by the usual path, naming the version
         }
-        return match answer(shard, session, sasl, api, version, frame.clone()) {
+        return match answer(shard, session, sasl, api, version, frame.clone()).await {
             Ok(gate) => gate,
             Err(reason) => {
                 failure_log(shard, &session.peer, &reason);
@@ -74,7 +74,7 @@ pub fn gate(shard: &Rc<Shard>, session: &Session, sasl: &mut SaslExchange, frame
 }
 
 /// SaslHandshake or SaslAuthenticate, decoded and answered.
-fn answer(
+async fn answer(
     shard: &Rc<Shard>,
     session: &Session,
     sasl: &mut SaslExchange,
@@ -114,7 +114,7 @@ fn answer(
         SaslAuthenticateRequest::decode(&mut frame, version).map_err(|e| format!("cannot decode {key:?}: {e}"))?;
     let mut response = SaslAuthenticateResponse::default();
     let close = if on_sasl_listener {
-        let out = run(shard, session, sasl, &req.auth_bytes);
+        let out = run(shard, session, sasl, &req.auth_bytes).await;
         response.error_code = out.error;
         response.error_message = out.message.map(StrBytes::from_string);
         response.auth_bytes = Bytes::from(out.token);
@@ -133,8 +133,8 @@ fn answer(
 /// A raw token after a v0 handshake: the answer is the bare token,
 /// size-prefixed; a failure closes the connection without an answer, as
 /// Kafka does for v0 clients.
-fn raw_token(shard: &Rc<Shard>, session: &Session, sasl: &mut SaslExchange, frame: &Bytes) -> Gate {
-    let out = run(shard, session, sasl, frame);
+async fn raw_token(shard: &Rc<Shard>, session: &Session, sasl: &mut SaslExchange, frame: &Bytes) -> Gate {
+    let out = run(shard, session, sasl, frame).await;
     if out.error != errors::NONE {
         return Gate::Answer { response: None, close: true };
     }
@@ -146,14 +146,23 @@ fn raw_token(shard: &Rc<Shard>, session: &Session, sasl: &mut SaslExchange, fram
 }
 
 /// One token through the exchange, with its metrics, log and principal.
-fn run(
+/// PLAIN's check (a PBKDF2 run) goes to the executor's blocking pool, so a
+/// flood of PLAIN guesses does not hold up the shard's other connections.
+async fn run(
     shard: &Rc<Shard>,
     session: &Session,
     sasl: &mut SaslExchange,
     token: &[u8],
 ) -> crate::security::sasl::AuthAnswer {
     let credentials = shard.credentials();
-    let out = sasl.authenticate(token, &credentials, server_nonce);
+    let out = match sasl.plain_claim(token, &credentials) {
+        Some(Ok(claim)) => {
+            let verdict = glommio::executor().spawn_blocking(move || (claim.verify(), claim.user)).await;
+            sasl.plain_verdict(Ok(verdict))
+        }
+        Some(Err(malformed)) => sasl.plain_verdict(Err(malformed)),
+        None => sasl.authenticate(token, &credentials, server_nonce),
+    };
     let mechanism = sasl.mechanism().map_or("none", |m| m.name());
     if let Some(user) = &out.user {
         *session.principal.borrow_mut() = Principal::user(user.clone());

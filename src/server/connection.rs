@@ -188,7 +188,7 @@ async fn read_frames(
             break;
         }
         let frame = frame.freeze();
-        if let Gate::Answer { response, close } = authenticate::gate(&shard, &session, &mut sasl, &frame) {
+        if let Gate::Answer { response, close } = authenticate::gate(&shard, &session, &mut sasl, &frame).await {
             if let Some(response) = response {
                 let task = glommio::spawn_local(async move { Ok(Some(vec![Chunk::Memory(response)])) }).detach();
                 let pending = Pending { task, api_key: ApiKey::SaslAuthenticate as i16, trace };
