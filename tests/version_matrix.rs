@@ -17,6 +17,8 @@
 #[path = "version_matrix/acls.rs"]
 mod acls;
 mod common;
+#[path = "version_matrix/sasl.rs"]
+mod sasl;
 #[path = "version_matrix/txn.rs"]
 mod txn;
 
@@ -226,6 +228,10 @@ fn check(fx: &Fixture, key: ApiKey, v: i16) {
         ApiKey::CreateAcls => acls::create_acls(&mut w, v),
         ApiKey::DescribeAcls => acls::describe_acls(&mut w, v),
         ApiKey::DeleteAcls => acls::delete_acls(&mut w, v),
+        ApiKey::SaslHandshake => sasl::sasl_handshake(&mut w, v),
+        ApiKey::SaslAuthenticate => sasl::sasl_authenticate(&mut w, v),
+        ApiKey::DescribeUserScramCredentials => sasl::describe_user_scram_credentials(&mut w, v),
+        ApiKey::AlterUserScramCredentials => sasl::alter_user_scram_credentials(&mut w, v),
         other => panic!("{other:?} is advertised but the matrix has no check for it"),
     }
 }

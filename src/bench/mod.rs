@@ -149,6 +149,13 @@ pub struct BenchArgs {
     /// Sweep: a step whose p99 exceeds this many ms counts as saturated.
     #[arg(long)]
     pub slo_p99_ms: Option<f64>,
+    /// Authenticate every connection with SASL: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
+    #[arg(long, requires_all = ["sasl_user", "sasl_password"])]
+    pub sasl: Option<String>,
+    #[arg(long)]
+    pub sasl_user: Option<String>,
+    #[arg(long)]
+    pub sasl_password: Option<String>,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -329,6 +336,12 @@ pub fn run(cmd: BenchCommand) -> Result<(), String> {
             return Err("--tls is for the native generator (not --client rdkafka)".into());
         }
         crate::client::tls::use_for_all_connections(crate::client::tls::client_config(ca, None)?)?;
+    }
+    if let (Some(m), Some(user), Some(password)) = (&args.sasl, &args.sasl_user, &args.sasl_password) {
+        let mechanism = crate::security::sasl::SaslMechanism::from_name(m)
+            .ok_or_else(|| format!("--sasl {m:?}: expected PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"))?;
+        let login = crate::client::sasl::SaslLogin { mechanism, user: user.clone(), password: password.clone() };
+        crate::client::sasl::use_for_every_connection(login)?;
     }
     std::fs::create_dir_all(&args.output).map_err(|e| format!("{}: {e}", args.output.display()))?;
     let layout =

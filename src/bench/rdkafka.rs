@@ -237,6 +237,7 @@ fn producer(
     } else {
         config.set("enable.idempotence", "false");
     }
+    sasl_config(&mut config);
     config
         .set("bootstrap.servers", bootstrap)
         .set("client.id", "shardlog-bench-rdkafka")
@@ -341,5 +342,16 @@ fn send(
             }
             Err((e, _)) => return Err(format!("librdkafka refused a record for {topic}-{partition}: {e}")),
         }
+    }
+}
+
+/// librdkafka's SASL settings for the process's login (`bench --sasl`).
+pub fn sasl_config(config: &mut ClientConfig) {
+    if let Some(login) = crate::client::sasl::login() {
+        config
+            .set("security.protocol", "SASL_PLAINTEXT")
+            .set("sasl.mechanism", login.mechanism.name())
+            .set("sasl.username", &login.user)
+            .set("sasl.password", &login.password);
     }
 }

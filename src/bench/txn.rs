@@ -49,7 +49,9 @@ pub struct Reader {
 
 impl Reader {
     pub fn start(w: &Workload, bootstrap: &str, clock: Clock) -> Result<Self, String> {
-        let consumer: BaseConsumer = ClientConfig::new()
+        let mut config = ClientConfig::new();
+        super::rdkafka::sasl_config(&mut config);
+        let consumer: BaseConsumer = config
             .set("bootstrap.servers", bootstrap)
             .set("group.id", "shardlog-bench-reader")
             .set("enable.auto.commit", "false")

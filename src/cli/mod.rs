@@ -5,6 +5,7 @@ mod groups;
 mod offsets;
 mod topics;
 mod txn;
+mod users;
 
 use std::path::PathBuf;
 
@@ -57,6 +58,9 @@ pub enum Command {
     Iotune(crate::iotune::IotuneArgs),
     /// Capacity-planning report (HTML and Markdown) from measured results.
     Plan(crate::plan::PlanArgs),
+    /// SASL/SCRAM users of a data directory, offline (the first user).
+    #[command(subcommand)]
+    Users(users::UsersCommand),
 }
 
 #[derive(Subcommand, Debug)]
@@ -300,6 +304,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Bench(cmd) => crate::bench::run(cmd),
         Command::Iotune(args) => crate::iotune::run(&args),
         Command::Plan(args) => crate::plan::run(&args),
+        Command::Users(cmd) => users::run(cmd),
         Command::Tune(cmd) => {
             return match crate::tune::run(cmd) {
                 Ok(code) => code,

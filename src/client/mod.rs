@@ -8,6 +8,7 @@
 //! without knowing each other.
 
 pub mod nonblocking;
+pub mod sasl;
 pub mod tls;
 
 use std::{
@@ -56,6 +57,13 @@ pub enum ClientError {
         correlation_id: i32,
         due: i32,
     },
+    /// The broker refused SASL authentication (error `code`, 0 when the
+    /// broker failed to prove it knows the key).
+    Auth {
+        addr: String,
+        code: i16,
+        message: String,
+    },
     /// Any of the above, on a `Client`'s connection to `peer`.
     Peer {
         peer: String,
@@ -73,6 +81,9 @@ impl fmt::Display for ClientError {
                 write!(f, "a {api:?} v{version} answer to request {correlation_id} where {due} was due")
             }
             ClientError::Peer { peer, source } => write!(f, "{peer}: {source}"),
+            ClientError::Auth { addr, code, message } => {
+                write!(f, "SASL authentication with {addr} failed (error {code}): {message}")
+            }
         }
     }
 }
@@ -93,11 +104,17 @@ impl From<ClientError> for String {
 }
 
 /// A TCP connection to `addr` with Nagle off (requests are whole frames,
-/// written at once).
+/// written at once), authenticated when the process has a SASL login
+/// (`sasl::use_for_every_connection`).
 pub fn connect(addr: &str) -> Result<TcpStream, ClientError> {
     let fail = |source| ClientError::Connect { addr: addr.to_string(), source };
-    let stream = TcpStream::connect(addr).map_err(fail)?;
+    let mut stream = TcpStream::connect(addr).map_err(fail)?;
     stream.set_nodelay(true).map_err(fail)?;
+    if sasl::login().is_some() {
+        stream.set_read_timeout(Some(CALL_TIMEOUT)).map_err(fail)?;
+        sasl::authenticate_if_set(&mut stream, addr)?;
+        stream.set_read_timeout(None).map_err(fail)?;
+    }
     Ok(stream)
 }
 

@@ -204,6 +204,17 @@ impl Scrape {
         )?;
         family(
             e,
+            "shardlog_sasl_authentications",
+            "SASL authentications on this shard, by mechanism and result (success, failure).",
+            MetricType::Counter,
+            shards.iter().flat_map(|s| {
+                s.sasl_authentications.iter().map(move |(m, r, n)| {
+                    (l(&[shard(s), ("mechanism", m.to_string()), ("result", r.to_string())]), counter(*n))
+                })
+            }),
+        )?;
+        family(
+            e,
             "shardlog_fetch_errors",
             "Partitions answered with an error by Fetch, by Kafka error code.",
             MetricType::Counter,

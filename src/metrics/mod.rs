@@ -91,6 +91,8 @@ pub struct ShardMetrics {
     pub cross_shard_received: Cell<u64>,
     /// Calls to other shards not yet answered.
     pub cross_shard_outstanding: Cell<u64>,
+    /// (SASL mechanism, "success" or "failure") → authentications.
+    pub sasl_authentications: RefCell<BTreeMap<(&'static str, &'static str), u64>>,
 }
 
 impl ShardMetrics {

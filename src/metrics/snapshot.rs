@@ -38,6 +38,8 @@ pub struct ShardSnapshot {
     pub cross_shard_sent: u64,
     pub cross_shard_received: u64,
     pub cross_shard_outstanding: u64,
+    /// (SASL mechanism, result, authentications).
+    pub sasl_authentications: Vec<(&'static str, &'static str, u64)>,
     pub partitions: Vec<PartitionSnapshot>,
     /// (group, topic, partition, committed offset) coordinated here.
     pub committed: Vec<(String, String, i32, i64)>,

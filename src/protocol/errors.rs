@@ -56,6 +56,12 @@ pub const TOPIC_AUTHORIZATION_FAILED: ErrorCode = 29;
 pub const GROUP_AUTHORIZATION_FAILED: ErrorCode = 30;
 pub const CLUSTER_AUTHORIZATION_FAILED: ErrorCode = 31;
 pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: ErrorCode = 53;
+pub const UNSUPPORTED_SASL_MECHANISM: ErrorCode = 33;
+pub const ILLEGAL_SASL_STATE: ErrorCode = 34;
+pub const SASL_AUTHENTICATION_FAILED: ErrorCode = 58;
+pub const RESOURCE_NOT_FOUND: ErrorCode = 91;
+pub const DUPLICATE_RESOURCE: ErrorCode = 92;
+pub const UNACCEPTABLE_CREDENTIAL: ErrorCode = 93;
 
 #[cfg(test)]
 mod tests {
@@ -118,6 +124,12 @@ mod tests {
             (GROUP_AUTHORIZATION_FAILED, E::GroupAuthorizationFailed),
             (CLUSTER_AUTHORIZATION_FAILED, E::ClusterAuthorizationFailed),
             (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, E::TransactionalIdAuthorizationFailed),
+            (UNSUPPORTED_SASL_MECHANISM, E::UnsupportedSaslMechanism),
+            (ILLEGAL_SASL_STATE, E::IllegalSaslState),
+            (SASL_AUTHENTICATION_FAILED, E::SaslAuthenticationFailed),
+            (RESOURCE_NOT_FOUND, E::ResourceNotFound),
+            (DUPLICATE_RESOURCE, E::DuplicateResource),
+            (UNACCEPTABLE_CREDENTIAL, E::UnacceptableCredential),
         ];
         for (ours, kafka) in table {
             assert_eq!(ours, kafka.code(), "{kafka:?}");

@@ -8,6 +8,10 @@
 pub mod acl;
 pub mod acl_store;
 pub mod authorizer;
+pub mod credentials;
+pub mod sasl;
+pub mod sasl_config;
+pub mod scram;
 
 use std::{cell::RefCell, fmt, rc::Rc};
 

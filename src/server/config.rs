@@ -80,6 +80,8 @@ pub struct ServeConfig {
     /// Whether a resource no ACL names is open to all; true when unset,
     /// always false when a listener authenticates (`security::authorizer`).
     pub allow_everyone_if_no_acl_found: Option<bool>,
+    /// `[sasl]`: the mechanisms SASL listeners offer.
+    pub sasl: crate::security::sasl_config::SaslConfig,
 }
 
 impl Default for ServeConfig {
@@ -116,6 +118,7 @@ impl Default for ServeConfig {
             segment_files_idle_close_ms: 30_000,
             super_users: Vec::new(),
             allow_everyone_if_no_acl_found: None,
+            sasl: Default::default(),
         }
     }
 }
@@ -225,6 +228,15 @@ mod tests {
         assert_eq!(c.default_partitions, 3);
         assert!(c.auto_create_topics);
         assert!(ServeConfig::from_toml("nope = 1").is_err());
+    }
+
+    #[test]
+    fn sasl_section() {
+        let d = ServeConfig::default();
+        assert_eq!(d.sasl.enabled().unwrap().len(), 3);
+        let c = ServeConfig::from_toml("[sasl]\nmechanisms = [\"SCRAM-SHA-512\"]\n").unwrap();
+        assert_eq!(c.sasl.enabled().unwrap().iter().map(|m| m.name()).collect::<Vec<_>>(), ["SCRAM-SHA-512"]);
+        assert!(ServeConfig::from_toml("[sasl]\nmechanism = []\n").is_err(), "unknown keys are refused");
     }
 
     #[test]

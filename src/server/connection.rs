@@ -24,8 +24,9 @@ use crate::{
     limits,
     metrics::stages::{RequestTrace, Stage},
     protocol::claimed_counts,
-    security::{SecurityProtocol, Session},
+    security::{sasl::SaslExchange, SecurityProtocol, Session},
     server::{
+        authenticate::{self, Gate},
         authz,
         handlers::{self, api_versions},
         tls::{
@@ -195,6 +196,7 @@ async fn read_frames(
 ) {
     let peer = session.peer.clone();
     let budget = Rc::new(glommio::sync::Semaphore::new(shard.settings.max_inflight_bytes_per_connection as u64));
+    let mut sasl = SaslExchange::new();
     loop {
         let mut len = [0u8; 4];
         if stream.read_exact(&mut len).await.is_err() {
@@ -203,7 +205,17 @@ async fn read_frames(
         // The request's clock starts here (see `metrics::stages`).
         let trace = Rc::new(RequestTrace::start(Instant::now()));
         let size = i32::from_be_bytes(len);
-        if size < FRAME_BYTES_MIN as i32 || size as usize > shard.settings.max_request_bytes {
+        // After a v0 SaslHandshake a raw SASL token (no header) comes next.
+        let frame_min = if sasl.expects_raw_token() { 0 } else { FRAME_BYTES_MIN };
+        if session.protocol.needs_sasl()
+            && !sasl.is_authenticated()
+            && size as usize > authenticate::UNAUTHENTICATED_FRAME_BYTES_MAX
+        {
+            let max = authenticate::UNAUTHENTICATED_FRAME_BYTES_MAX;
+            authenticate::failure_log(&shard, &peer, &format!("request size {size} over {max} before authentication"));
+            break;
+        }
+        if size < frame_min as i32 || size as usize > shard.settings.max_request_bytes {
             let reason =
                 format!("request size {size} outside [{FRAME_BYTES_MIN}, {}]", shard.settings.max_request_bytes);
             let _ = tx.send(Next::Close(reason)).await;
@@ -222,13 +234,31 @@ async fn read_frames(
             log::debug!("connection from {peer}: closed mid-request: {e}");
             break;
         }
+        let frame = frame.freeze();
+        if let Gate::Answer { response, close } = authenticate::gate(&shard, &session, &mut sasl, &frame).await {
+            if let Some(response) = response {
+                let task = glommio::spawn_local(async move { Ok(Some(vec![Chunk::Memory(response)])) }).detach();
+                let pending = Pending { task, api_key: ApiKey::SaslAuthenticate as i16, trace };
+                if tx.send(Next::Response(pending, [own, shared])).await.is_err() {
+                    break;
+                }
+            }
+            if close {
+                // As Kafka's `connection.failed.authentication.delay.ms`:
+                // the client reads the answer before the close, and a
+                // guesser waits before its next try.
+                glommio::timer::sleep(authenticate::CLOSE_DELAY).await;
+                break; // the writer ends after the answer already queued
+            }
+            continue;
+        }
         let (shard, session, traced) = (shard.clone(), session.clone(), trace.clone());
         let (key, version) = (i16::from_be_bytes([frame[0], frame[1]]), i16::from_be_bytes([frame[2], frame[3]]));
         let task = glommio::spawn_local(async move {
             traced.lap(Stage::ReadWait);
             shard.inflight.set(shard.inflight.get() + 1);
             let started = Instant::now();
-            let result = handle_frame(&shard, frame.freeze(), &session, &traced).await;
+            let result = handle_frame(&shard, frame, &session, &traced).await;
             if result.is_ok() {
                 shard.metrics.request(key, version, started.elapsed().as_secs_f64());
             }
@@ -372,6 +402,11 @@ async fn handle_other(
         Request::CreateAcls(req) => respond!(handlers::acls::create(shard, session, req).await),
         Request::DescribeAcls(req) => respond!(handlers::acls::describe(shard, session, req)),
         Request::DeleteAcls(req) => respond!(handlers::acls::delete(shard, session, req).await),
+        Request::DescribeUserScramCredentials(req) => respond!(authz::credentials::describe(shard, session, req)),
+        Request::AlterUserScramCredentials(req) => respond!(authz::credentials::alter(shard, session, req).await),
+        Request::SaslHandshake | Request::SaslAuthenticate => {
+            return Err(format!("{key:?} is answered by the SASL gate (server::authenticate)"))
+        }
         Request::Fetch(_) => return Err("Fetch is answered by handle_frame".into()),
     };
     Ok(Some(out))
@@ -415,6 +450,12 @@ enum Request {
     CreateAcls(CreateAclsRequest),
     DescribeAcls(DescribeAclsRequest),
     DeleteAcls(DeleteAclsRequest),
+    /// Decoded for the fuzz target only: `server::authenticate` answers
+    /// the SASL requests before they get here.
+    SaslHandshake,
+    SaslAuthenticate,
+    DescribeUserScramCredentials(DescribeUserScramCredentialsRequest),
+    AlterUserScramCredentials(AlterUserScramCredentialsRequest),
 }
 
 /// Decodes the body after the request header: the one place that maps an
@@ -465,6 +506,18 @@ fn decode_body(key: ApiKey, version: i16, body: &mut Bytes) -> Result<Request, S
         ApiKey::CreateAcls => decode!(CreateAcls, CreateAclsRequest),
         ApiKey::DescribeAcls => decode!(DescribeAcls, DescribeAclsRequest),
         ApiKey::DeleteAcls => decode!(DeleteAcls, DeleteAclsRequest),
+        ApiKey::SaslHandshake => {
+            SaslHandshakeRequest::decode(body, version).map_err(|e| decode_failed(key, version, e))?;
+            Request::SaslHandshake
+        }
+        ApiKey::SaslAuthenticate => {
+            SaslAuthenticateRequest::decode(body, version).map_err(|e| decode_failed(key, version, e))?;
+            Request::SaslAuthenticate
+        }
+        ApiKey::DescribeUserScramCredentials => {
+            decode!(DescribeUserScramCredentials, DescribeUserScramCredentialsRequest)
+        }
+        ApiKey::AlterUserScramCredentials => decode!(AlterUserScramCredentials, AlterUserScramCredentialsRequest),
         other => return Err(format!("{other:?} is not served")),
     })
 }
@@ -541,7 +594,7 @@ fn skip_header_v1(frame: &[u8]) -> Result<&[u8], String> {
 }
 
 /// Size prefix + response header + encoded body.
-fn frame_response<R: Encodable>(
+pub(super) fn frame_response<R: Encodable>(
     correlation_id: i32,
     version: i16,
     body: &R,

@@ -4,6 +4,7 @@
 //!
 //! **Architecture invariant:** only `server` (and `cli`) touch sockets.
 
+mod authenticate;
 pub mod authz;
 pub mod config;
 pub mod connection;
@@ -146,6 +147,8 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
         idle_files_every: Duration::from_millis(config.segment_files_idle_close_ms.max(10)),
         memory,
         authorizer,
+        sasl_mechanisms: config.sasl.enabled()?,
+        credentials_at_start: Arc::new(crate::security::credentials::Credentials::load(&config.data_dir)?),
     });
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {

@@ -24,6 +24,7 @@ use crate::{
     protocol::errors::ErrorCode,
     shard::{
         acl_admin::{AclsChanged, ApplyAcls, ChangeAcls},
+        credentials_admin::{AlterCredentials, ApplyCredentials, UserOutcome},
         messages::{
             AllocateProducerId, AlterConfigs, ApplyTopics, CreatePartitions, CreateTopics, DeleteRecords, DeleteTopics,
             ListOffset, MarkerWritten, Metrics, OffsetFound, OpenFailure, Produce, Produced, ProducerIdError, Read,
@@ -170,6 +171,9 @@ cross_shard_calls! {
         shard.set_acls(acls);
         std::future::ready(())
     };
+    // SCRAM credentials: changed on the controller, then applied everywhere.
+    AlterCredentials -> Vec<UserOutcome> = |shard, AlterCredentials { changes }| shard.alter_credentials(changes);
+    ApplyCredentials -> () = |shard, ApplyCredentials { credentials }| shard.apply_credentials(credentials);
     Metrics -> Box<ShardSnapshot> =
         |shard, Metrics| std::future::ready(Box::new(shard.metrics_snapshot())), uncounted;
 }

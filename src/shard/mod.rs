@@ -8,6 +8,7 @@
 pub mod acl_admin;
 pub mod calls;
 mod concurrent;
+pub mod credentials_admin;
 pub mod messages;
 pub mod notify;
 pub mod router;
@@ -81,6 +82,11 @@ pub struct BrokerSettings {
     pub memory: crate::server::memory::MemoryBudget,
     /// `super_users` and `allow_everyone_if_no_acl_found` (`security::authorizer`).
     pub authorizer: crate::security::authorizer::AuthorizerSettings,
+    /// The SASL mechanisms SASL listeners offer (`[sasl] mechanisms`).
+    pub sasl_mechanisms: Vec<crate::security::sasl::SaslMechanism>,
+    /// The SCRAM credentials on disk at start; each shard then keeps its
+    /// own copy (`Shard::credentials`).
+    pub credentials_at_start: Arc<crate::security::credentials::Credentials>,
 }
 
 /// A shard's partitions by topic name, then index. Looked up by `&str`, so
@@ -165,6 +171,8 @@ pub struct Shard {
     acls: RefCell<Arc<crate::security::acl::AclSet>>,
     /// Serialises ACL changes on the controller.
     acl_permit: glommio::sync::Semaphore,
+    /// This shard's copy of the SCRAM credentials (`credentials_admin`).
+    credentials: RefCell<Arc<crate::security::credentials::Credentials>>,
 }
 
 impl Shard {
@@ -173,6 +181,7 @@ impl Shard {
         let read_permits = settings.disk_reads_per_shard.max(1) as u64;
         let group_settings = settings.clone();
         let txn_settings = settings.clone();
+        let credentials = RefCell::new(settings.credentials_at_start.clone());
         Rc::new_cyclic(|me| Self {
             id: senders.peer_id(),
             count: senders.nr_consumers(),
@@ -197,6 +206,7 @@ impl Shard {
             controller_permit: glommio::sync::Semaphore::new(1),
             acls: RefCell::new(Arc::default()),
             acl_permit: glommio::sync::Semaphore::new(1),
+            credentials,
         })
     }
 

@@ -63,6 +63,21 @@ impl Broker {
         Self::launch(data_dir, free_port(), cores, env, Some(config), None)
     }
 
+    /// Starts with its bootstrap port on a listener of `protocol` (e.g.
+    /// SASL_PLAINTEXT, named after it) instead of PLAINTEXT, and `toml`'s
+    /// other settings; restarts keep both.
+    pub fn start_secured(data_dir: &Path, cores: usize, protocol: &str, toml: &str) -> Self {
+        let port = free_port();
+        let config = data_dir.with_extension("toml");
+        let listener = format!(
+            "[[listeners]]\nname = \"{protocol}\"\naddress = \"127.0.0.1:{port}\"\nprotocol = \"{protocol}\"\n"
+        );
+        // Top-level keys first: a key after a table header would belong to it.
+        let (top, tables) = toml.find("\n[").map_or((toml, ""), |i| toml.split_at(i + 1));
+        std::fs::write(&config, format!("{top}\n{listener}\n{tables}")).unwrap();
+        Self::launch(data_dir, port, cores, &[], Some(config), None)
+    }
+
     fn launch(
         data_dir: &Path,
         port: u16,
@@ -83,7 +98,13 @@ impl Broker {
         if let Some(c) = &config {
             cmd.arg("--config").arg(c);
         }
-        cmd.args(["--listen", &format!("127.0.0.1:{port}"), "--cores", &cores.to_string()])
+        // A config that names a listener on `port` itself (`start_secured`)
+        // needs no PLAINTEXT shorthand there.
+        let own = format!("\"127.0.0.1:{port}\"");
+        if !config.as_ref().is_some_and(|c| std::fs::read_to_string(c).unwrap_or_default().contains(&own)) {
+            cmd.args(["--listen", &format!("127.0.0.1:{port}")]);
+        }
+        cmd.args(["--cores", &cores.to_string()])
             .args(["--metrics-listen", "127.0.0.1:0"])
             .arg("--data-dir")
             .arg(data_dir)

@@ -120,6 +120,10 @@ pub(super) fn message(key: ApiKey) -> Option<Message> {
         ApiKey::CreateAcls => (2, &CREATE_ACLS_REQUEST),
         ApiKey::DescribeAcls => (2, &ACL_FILTER),
         ApiKey::DeleteAcls => (2, &DELETE_ACLS_REQUEST),
+        ApiKey::SaslHandshake => (NEVER, &SASL_HANDSHAKE_REQUEST),
+        ApiKey::SaslAuthenticate => (2, &SASL_AUTHENTICATE_REQUEST),
+        ApiKey::DescribeUserScramCredentials => (0, &DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST),
+        ApiKey::AlterUserScramCredentials => (0, &ALTER_USER_SCRAM_CREDENTIALS_REQUEST),
         _ => return None,
     };
     Some(Message { flexible_from, body })
@@ -523,4 +527,28 @@ const REQUEST_HEADER: Struct = s(&[
     f("request_api_version", 0, MAX, I16),
     f("correlation_id", 0, MAX, I32),
     f("client_id", 0, MAX, STR16),
+]);
+
+// SaslHandshakeRequest
+const SASL_HANDSHAKE_REQUEST: Struct = s(&[f("mechanism", 0, MAX, STR)]);
+
+// SaslAuthenticateRequest
+const SASL_AUTHENTICATE_REQUEST: Struct = s(&[f("auth_bytes", 0, MAX, BYTES)]);
+
+// DescribeUserScramCredentialsRequest
+const DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST: Struct = s(&[f("users", 0, MAX, arr(&SCRAM_USER_NAME))]);
+const SCRAM_USER_NAME: Struct = s(&[f("name", 0, MAX, STR)]);
+
+// AlterUserScramCredentialsRequest
+const ALTER_USER_SCRAM_CREDENTIALS_REQUEST: Struct = s(&[
+    f("deletions", 0, MAX, arr(&SCRAM_CREDENTIAL_DELETION)),
+    f("upsertions", 0, MAX, arr(&SCRAM_CREDENTIAL_UPSERTION)),
+]);
+const SCRAM_CREDENTIAL_DELETION: Struct = s(&[f("name", 0, MAX, STR), f("mechanism", 0, MAX, I8)]);
+const SCRAM_CREDENTIAL_UPSERTION: Struct = s(&[
+    f("name", 0, MAX, STR),
+    f("mechanism", 0, MAX, I8),
+    f("iterations", 0, MAX, I32),
+    f("salt", 0, MAX, BYTES),
+    f("salted_password", 0, MAX, BYTES),
 ]);

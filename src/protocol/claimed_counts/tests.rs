@@ -74,6 +74,10 @@ fn crate_reads(key: ApiKey, version: i16, body: &[u8]) -> Option<Result<usize, S
         ApiKey::CreateAcls => read!(CreateAclsRequest),
         ApiKey::DescribeAcls => read!(DescribeAclsRequest),
         ApiKey::DeleteAcls => read!(DeleteAclsRequest),
+        ApiKey::SaslHandshake => read!(SaslHandshakeRequest),
+        ApiKey::SaslAuthenticate => read!(SaslAuthenticateRequest),
+        ApiKey::DescribeUserScramCredentials => read!(DescribeUserScramCredentialsRequest),
+        ApiKey::AlterUserScramCredentials => read!(AlterUserScramCredentialsRequest),
         _ => return None,
     };
     Some(result.map(|()| body.len() - buf.len()))
@@ -124,6 +128,10 @@ fn default_body(key: ApiKey, version: i16) -> Bytes {
         ApiKey::CreateAcls => enc!(CreateAclsRequest),
         ApiKey::DescribeAcls => enc!(DescribeAclsRequest),
         ApiKey::DeleteAcls => enc!(DeleteAclsRequest),
+        ApiKey::SaslHandshake => enc!(SaslHandshakeRequest),
+        ApiKey::SaslAuthenticate => enc!(SaslAuthenticateRequest),
+        ApiKey::DescribeUserScramCredentials => enc!(DescribeUserScramCredentialsRequest),
+        ApiKey::AlterUserScramCredentials => enc!(AlterUserScramCredentialsRequest),
         other => panic!("{other:?} is not served"),
     }
 }
@@ -163,6 +171,9 @@ fn populated_body(key: ApiKey, v: i16) -> Option<Bytes> {
         ApiKey::CreateAcls => encode(&super::tests_populated::create_acls(v), v),
         ApiKey::DescribeAcls => encode(&super::tests_populated::describe_acls(v), v),
         ApiKey::DeleteAcls => encode(&super::tests_populated::delete_acls(v), v),
+        ApiKey::SaslAuthenticate => encode(&super::tests_populated::sasl_authenticate(v), v),
+        ApiKey::DescribeUserScramCredentials => encode(&super::tests_populated::describe_user_scram_credentials(v), v),
+        ApiKey::AlterUserScramCredentials => encode(&super::tests_populated::alter_user_scram_credentials(v), v),
         _ => return None,
     })
 }

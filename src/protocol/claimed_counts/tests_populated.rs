@@ -8,11 +8,12 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 use kafka_protocol::{
     messages::{
-        create_partitions_request::*, create_topics_request::*, delete_records_request::*, delete_topics_request::*,
-        describe_configs_request::*, describe_log_dirs_request::*, fetch_request::*, join_group_request::*,
-        leave_group_request::*, list_offsets_request::*, metadata_request::*, offset_commit_request::*,
-        offset_delete_request::*, offset_fetch_request::*, offset_for_leader_epoch_request::*, produce_request::*,
-        sync_group_request::*, write_txn_markers_request::*, *,
+        alter_user_scram_credentials_request::*, create_partitions_request::*, create_topics_request::*,
+        delete_records_request::*, delete_topics_request::*, describe_configs_request::*, describe_log_dirs_request::*,
+        describe_user_scram_credentials_request::*, fetch_request::*, join_group_request::*, leave_group_request::*,
+        list_offsets_request::*, metadata_request::*, offset_commit_request::*, offset_delete_request::*,
+        offset_fetch_request::*, offset_for_leader_epoch_request::*, produce_request::*, sync_group_request::*,
+        write_txn_markers_request::*, *,
     },
     protocol::StrBytes,
 };
@@ -417,4 +418,36 @@ pub fn delete_acls(v: i16) -> DeleteAclsRequest {
             .with_unknown_tagged_fields(unknown(v, 2))
     };
     DeleteAclsRequest::default().with_filters(two(f, "acl-x", "acl-y")).with_unknown_tagged_fields(unknown(v, 2))
+}
+
+pub fn sasl_authenticate(v: i16) -> SaslAuthenticateRequest {
+    SaslAuthenticateRequest::default()
+        .with_auth_bytes(Bytes::from_static(b"n,,n=user,r=nonce"))
+        .with_unknown_tagged_fields(unknown(v, 2))
+}
+
+pub fn describe_user_scram_credentials(v: i16) -> DescribeUserScramCredentialsRequest {
+    let u = |n: &str| UserName::default().with_name(s(n)).with_unknown_tagged_fields(unknown(v, 0));
+    DescribeUserScramCredentialsRequest::default()
+        .with_users(Some(two(u, "scram-a", "scram-b")))
+        .with_unknown_tagged_fields(unknown(v, 0))
+}
+
+pub fn alter_user_scram_credentials(v: i16) -> AlterUserScramCredentialsRequest {
+    let d = |n: &str| {
+        ScramCredentialDeletion::default().with_name(s(n)).with_mechanism(1).with_unknown_tagged_fields(unknown(v, 0))
+    };
+    let u = |n: &str| {
+        ScramCredentialUpsertion::default()
+            .with_name(s(n))
+            .with_mechanism(2)
+            .with_iterations(4096)
+            .with_salt(Bytes::from_static(b"salt"))
+            .with_salted_password(Bytes::from_static(&[7; 64]))
+            .with_unknown_tagged_fields(unknown(v, 0))
+    };
+    AlterUserScramCredentialsRequest::default()
+        .with_deletions(two(d, "scram-del-a", "scram-del-b"))
+        .with_upsertions(two(u, "scram-up-a", "scram-up-b"))
+        .with_unknown_tagged_fields(unknown(v, 0))
 }

@@ -1,10 +1,11 @@
 //! Authorization of requests. [`authorize`] is the one place that decides
 //! (over `security::authorizer`, with this shard's copy of the ACLs); the
-//! functions in `topics.rs`, `groups.rs` and `txn.rs` wrap each API's
+//! functions in `topics.rs`, `groups.rs`, `txn.rs` and `credentials.rs` wrap each API's
 //! handler: they check what the request names, hand the handler only what
 //! may go ahead, and answer the rest with Kafka's authorization error in
 //! the place the response's shape gives it.
 
+pub mod credentials;
 pub mod groups;
 pub mod topics;
 pub mod txn;

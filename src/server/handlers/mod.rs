@@ -20,6 +20,7 @@ pub mod list_offsets;
 pub mod list_transactions;
 pub mod metadata;
 pub mod produce;
+pub mod scram_credentials;
 pub mod txn_offset_commit;
 pub mod txn_route;
 pub mod write_txn_markers;
@@ -71,6 +72,10 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeAcls, 1, 3),
     (ApiKey::CreateAcls, 1, 3),
     (ApiKey::DeleteAcls, 1, 3),
+    (ApiKey::SaslHandshake, 0, 1),
+    (ApiKey::SaslAuthenticate, 0, 2),
+    (ApiKey::DescribeUserScramCredentials, 0, 0),
+    (ApiKey::AlterUserScramCredentials, 0, 0),
 ];
 
 pub fn supported(key: ApiKey, version: i16) -> bool {
