@@ -16,7 +16,12 @@ use std::{
 };
 
 use bytes::Bytes;
-use common::{broker::Broker, scrape, wire::Wire};
+use common::{
+    broker::Broker,
+    sasl::{assert_round_trip, kafkajs, python, users_add, values},
+    scrape,
+    wire::Wire,
+};
 use kafka_protocol::{messages::*, protocol::StrBytes};
 use shardlog::security::scram::{Mechanism, ScramClient};
 
@@ -26,63 +31,10 @@ const ADMIN_PASSWORD: &str = "alice-pw-7Qx";
 /// (`allow_everyone_if_no_acl_found` is off), and these tests make no ACLs.
 const CONFIG: &str = "super_users = [\"User:alice\"]\n";
 
-/// `shardlog users add`, both SCRAM mechanisms.
-fn users_add(data: &Path, user: &str, password: &str) {
-    let pw = data.with_extension("pw");
-    std::fs::write(&pw, format!("{password}\n")).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_shardlog"))
-        .args(["users", "add", "--mechanism", "SCRAM-SHA-256", "--mechanism", "SCRAM-SHA-512", "--user", user])
-        .arg("--data-dir")
-        .arg(data)
-        .arg("--password-file")
-        .arg(&pw)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "users add: {}", String::from_utf8_lossy(&out.stderr));
-}
-
 fn sasl_broker(dir: &Path, cores: usize) -> Broker {
     let data = dir.join("data");
     users_add(&data, ADMIN, ADMIN_PASSWORD);
     Broker::start_secured(&data, cores, "SASL_PLAINTEXT", CONFIG)
-}
-
-fn python(args: &[&str]) -> serde_json::Value {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/sasl_clients.py");
-    let out = Command::new("python3").arg(script).args(args).output().expect("python3");
-    assert!(
-        out.status.success(),
-        "{args:?}: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("one JSON object")
-}
-
-fn kafkajs(args: &[&str]) -> serde_json::Value {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/kafkajs");
-    assert!(Path::new(dir).join("node_modules/kafkajs").is_dir(), "kafkajs is not installed: run tests/run-all.sh");
-    let out = Command::new("node").current_dir(dir).arg("sasl.js").args(args).output().expect("node");
-    assert!(
-        out.status.success(),
-        "{args:?}: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("one JSON object")
-}
-
-/// Values no other run produced.
-fn values(tag: &str) -> Vec<String> {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-    (0..7).map(|i| format!("{tag}-{nanos}-{i}-{}", "v".repeat(i * 13))).collect()
-}
-
-fn assert_round_trip(out: &serde_json::Value, sent: &[String], who: &str) {
-    let consumed: Vec<String> = serde_json::from_value(out["consumed"].clone()).unwrap();
-    assert_eq!(consumed, sent, "{who} read back exactly what it produced: {out}");
-    let offsets: Vec<i64> = serde_json::from_value(out["offsets"].clone()).unwrap();
-    assert_eq!(offsets, (0..sent.len() as i64).collect::<Vec<_>>(), "{who}: offsets from the broker");
 }
 
 /// Authenticates a raw connection with SaslHandshake v1 and SaslAuthenticate

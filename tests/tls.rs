@@ -187,6 +187,13 @@ fn garbage_truncated_records_and_slow_handshakes_leave_other_clients_unharmed() 
     assert!(!stderr.contains("error"), "the good client saw errors: {stderr}");
     let mut after = tls::connect(&ssl, pki.client("ca.pem", false)).unwrap();
     assert_eq!(advertised_port(&mut after), i32::from(broker.ssl_port));
+    // The three bad handshakes are counted, under their listener.
+    let failed = common::broker::metric_sum(
+        &common::broker::metrics_text(&broker.broker),
+        "shardlog_tls_handshake_failures",
+        "listener=\"SECURE\"",
+    );
+    assert!(failed >= 3.0, "failed TLS handshakes counted: {failed}");
 }
 
 /// Waits for the broker to close `stream` (EOF or reset).

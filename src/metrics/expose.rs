@@ -215,6 +215,17 @@ impl Scrape {
         )?;
         family(
             e,
+            "shardlog_tls_handshake_failures",
+            "TLS handshakes that failed on this shard, by listener.",
+            MetricType::Counter,
+            shards.iter().flat_map(|s| {
+                s.tls_handshake_failures
+                    .iter()
+                    .map(move |(listener, n)| (l(&[shard(s), ("listener", listener.clone())]), counter(*n)))
+            }),
+        )?;
+        family(
+            e,
             "shardlog_fetch_errors",
             "Partitions answered with an error by Fetch, by Kafka error code.",
             MetricType::Counter,

@@ -93,6 +93,9 @@ pub struct ShardMetrics {
     pub cross_shard_outstanding: Cell<u64>,
     /// (SASL mechanism, "success" or "failure") → authentications.
     pub sasl_authentications: RefCell<BTreeMap<(&'static str, &'static str), u64>>,
+    /// Listener name → TLS handshakes that failed (bad certificates,
+    /// garbage, the handshake deadline).
+    pub tls_handshake_failures: RefCell<BTreeMap<String, u64>>,
 }
 
 impl ShardMetrics {

@@ -40,6 +40,8 @@ pub struct ShardSnapshot {
     pub cross_shard_outstanding: u64,
     /// (SASL mechanism, result, authentications).
     pub sasl_authentications: Vec<(&'static str, &'static str, u64)>,
+    /// (listener, failed TLS handshakes).
+    pub tls_handshake_failures: Vec<(String, u64)>,
     pub partitions: Vec<PartitionSnapshot>,
     /// (group, topic, partition, committed offset) coordinated here.
     pub committed: Vec<(String, String, i32, i64)>,

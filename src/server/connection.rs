@@ -118,6 +118,7 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, door: Rc<Door>) {
             Ok(t) => Transport::Tls(Box::new(t)),
             Err(e) => {
                 crate::server::tls::report_failed_handshake(&peer, &door.name, &e);
+                *shard.metrics.tls_handshake_failures.borrow_mut().entry(door.name.to_string()).or_default() += 1;
                 return;
             }
         },

@@ -12,26 +12,36 @@ Commands, each printing one JSON object:
       AdminClient: {"ok": true} or {"ok": false, "error": ...}
   describe BOOTSTRAP MECHANISM USER PASSWORD [TARGET_USER]
       {"users": {name: [[mechanism, iterations], ...]}} or {"error": ...}
-CLIENT is confluent or kafka-python.
+CLIENT is confluent or kafka-python. With $SHARDLOG_SASL_SSL_CA set (a CA
+file), every client speaks SASL_SSL and trusts that CA instead.
 """
 import json
+import os
 import sys
 import time
 
+SSL_CA = os.environ.get("SHARDLOG_SASL_SSL_CA")
+
 
 def confluent_conf(bootstrap, mechanism, user, password):
-    return {
+    conf = {
         "bootstrap.servers": bootstrap,
-        "security.protocol": "SASL_PLAINTEXT",
+        "security.protocol": "SASL_SSL" if SSL_CA else "SASL_PLAINTEXT",
         "sasl.mechanism": mechanism,
         "sasl.username": user,
         "sasl.password": password,
     }
+    if SSL_CA:
+        conf["ssl.ca.location"] = SSL_CA
+    return conf
 
 
 def kp_conf(bootstrap, mechanism, user, password):
-    return dict(bootstrap_servers=bootstrap, security_protocol="SASL_PLAINTEXT", sasl_mechanism=mechanism,
-                sasl_plain_username=user, sasl_plain_password=password)
+    conf = dict(bootstrap_servers=bootstrap, security_protocol="SASL_SSL" if SSL_CA else "SASL_PLAINTEXT",
+                sasl_mechanism=mechanism, sasl_plain_username=user, sasl_plain_password=password)
+    if SSL_CA:
+        conf.update(ssl_cafile=SSL_CA, ssl_check_hostname=False)
+    return conf
 
 
 def roundtrip(client, bootstrap, mechanism, user, password, topic, values):

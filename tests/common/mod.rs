@@ -11,6 +11,7 @@ pub mod null_broker;
 pub mod offsets_schema;
 pub mod produce;
 pub mod proxy;
+pub mod sasl;
 pub mod scrape;
 pub mod tls;
 pub mod txn;

@@ -7,8 +7,12 @@
 // then reads the partition from the start with a consumer group, and prints
 // {"offsets": [...], "consumed": [...]}. login connects an admin client and
 // lists topics, printing {"ok": true} or {"ok": false, "error", "kind"}.
-// MECHANISM is Kafka's name (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512).
+// MECHANISM is Kafka's name (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512). With
+// SHARDLOG_SASL_SSL_CA set (a CA file) it speaks SASL_SSL, trusting that CA.
+const fs = require('fs');
 const { Kafka, logLevel } = require('kafkajs');
+
+const sslCa = process.env.SHARDLOG_SASL_SSL_CA;
 
 const [cmd, broker, mechanism, username, password, topic, valuesJson] = process.argv.slice(2);
 
@@ -17,6 +21,7 @@ const kafka = new Kafka({
   brokers: [broker],
   logLevel: logLevel.NOTHING,
   sasl: { mechanism: mechanism.toLowerCase(), username, password },
+  ssl: sslCa ? { ca: [fs.readFileSync(sslCa, 'utf-8')] } : false,
   retry: { retries: 2 },
 });
 
