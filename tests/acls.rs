@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use common::{
     acls::{acl, any_filter, AclClient},
-    broker::{metric_sum, metrics_text, Broker},
+    broker::Broker,
 };
 
 const ME: &str = "User:ANONYMOUS";
@@ -38,10 +38,6 @@ fn sorted(list: &Value) -> Vec<String> {
     let mut out: Vec<String> = list.as_array().expect("a list of ACLs").iter().map(|a| a.to_string()).collect();
     out.sort();
     out
-}
-
-fn denied_on_shard(broker: &Broker, shard: usize) -> f64 {
-    metric_sum(&metrics_text(broker), "shardlog_authorization_denied", &format!("shard=\"{shard}\""))
 }
 
 fn filter(resource_type: &str, name: Option<&str>, pattern: &str) -> Value {
@@ -99,19 +95,11 @@ fn acls_decide_take_effect_on_every_shard_and_survive_a_restart() {
 
     // Fresh producers land on both shards (SO_REUSEPORT spreads
     // connections); each shard must refuse once the ACL is gone.
-    let before = [denied_on_shard(&broker, 0), denied_on_shard(&broker, 1)];
     let mut write = filter("TOPIC", Some("orders-"), "PREFIXED");
     write["operation"] = "WRITE".into();
     let deleted = me.delete_acls(&write);
     assert_eq!(sorted(&deleted["deleted"]), sorted(&Value::from(vec![granted()[0].clone()])), "{deleted}");
-    let producers = 16;
-    let refused = me.produce("orders-eu", &["late"], producers);
-    assert_eq!(refused["delivered"], 0, "{refused}");
-    let errors = refused["errors"].as_array().unwrap();
-    assert_eq!(errors.len(), producers, "{refused}");
-    assert!(errors.iter().all(|e| e == "TOPIC_AUTHORIZATION_FAILED"), "{refused}");
-    let after = [denied_on_shard(&broker, 0), denied_on_shard(&broker, 1)];
-    assert!(after[0] > before[0] && after[1] > before[1], "denials per shard before {before:?}, after {after:?}");
+    me.assert_refused_on_both_shards(&broker, "orders-eu", 16);
 
     broker.stop();
     broker.restart();

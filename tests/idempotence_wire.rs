@@ -13,27 +13,15 @@ use kafka_protocol::{
     messages::{ApiKey, FetchResponse, InitProducerIdRequest, InitProducerIdResponse, TransactionalId},
     protocol::StrBytes,
 };
-use shardlog::protocol::record_batch::{encode_batch, Record};
 
 const TOPIC: &str = "idem-wire";
 
-/// A batch of `n` records with idempotence fields, CRC recomputed with an
-/// independent CRC-32C.
+/// A batch of `n` records with idempotence fields (`common::txn::batch`).
 fn batch(producer_id: i64, epoch: i16, base_sequence: i32, n: usize) -> bytes::Bytes {
-    let values: Vec<Vec<u8>> =
-        (0..n).map(|i| format!("p{producer_id}-e{epoch}-s{}", base_sequence as usize + i).into_bytes()).collect();
-    let records: Vec<Record<'_>> = values
-        .iter()
-        .enumerate()
-        .map(|(i, v)| Record { key: None, value: Some(v), timestamp_delta: i as i64 })
-        .collect();
-    let mut b = encode_batch(&records, 1_790_000_000_000);
-    b[43..51].copy_from_slice(&producer_id.to_be_bytes());
-    b[51..53].copy_from_slice(&epoch.to_be_bytes());
-    b[53..57].copy_from_slice(&base_sequence.to_be_bytes());
-    let crc = crc32c::crc32c(&b[21..]);
-    b[17..21].copy_from_slice(&crc.to_be_bytes());
-    b.into()
+    let values: Vec<String> =
+        (0..n).map(|i| format!("p{producer_id}-e{epoch}-s{}", base_sequence as usize + i)).collect();
+    let values: Vec<&str> = values.iter().map(String::as_str).collect();
+    common::txn::batch(producer_id, epoch, base_sequence, &values, false)
 }
 
 fn init(w: &mut Wire, current: Option<(i64, i16)>) -> (i16, i64, i16) {

@@ -13,7 +13,7 @@ mod common;
 
 use common::{
     acls::{acl, AclClient},
-    broker::{metric_sum, metrics_text, Broker},
+    broker::Broker,
     sasl::{assert_round_trip, kafkajs_over, python_over, users_add, values},
     tls::Pki,
 };
@@ -42,10 +42,6 @@ fn as_user(pki: &Pki, user: &str, password: &str) -> Value {
         "security.protocol": "SASL_SSL", "ssl.ca.location": pki.text("ca.pem"),
         "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": user, "sasl.password": password,
     })
-}
-
-fn denied_on_shard(broker: &Broker, shard: usize) -> f64 {
-    metric_sum(&metrics_text(broker), "shardlog_authorization_denied", &format!("shard=\"{shard}\""))
 }
 
 #[test]
@@ -106,18 +102,10 @@ fn three_clients_over_sasl_ssl_and_acls_for_a_user_made_over_the_wire() {
     assert_eq!(got, inside, "{read}");
 
     // Deleting her WRITE ACL refuses her at once on both shards.
-    let before = [denied_on_shard(&broker, 0), denied_on_shard(&broker, 1)];
     let write = acl("TOPIC", "carol-", "PREFIXED", &principal, "WRITE", "ALLOW");
     let deleted = admin.delete_acls(&write);
     assert_eq!(deleted["deleted"].as_array().map(Vec::len), Some(1), "{deleted}");
-    let producers = 12;
-    let refused = carol.produce("carol-orders", &["late"], producers);
-    assert_eq!(refused["delivered"], 0, "{refused}");
-    let errors = refused["errors"].as_array().unwrap();
-    assert_eq!(errors.len(), producers, "{refused}");
-    assert!(errors.iter().all(|e| e == "TOPIC_AUTHORIZATION_FAILED"), "{refused}");
-    let after = [denied_on_shard(&broker, 0), denied_on_shard(&broker, 1)];
-    assert!(after[0] > before[0] && after[1] > before[1], "denials per shard before {before:?}, after {after:?}");
+    carol.assert_refused_on_both_shards(&broker, "carol-orders", 12);
     // Her READ grant stands: she reads what the super user writes next.
     assert_eq!(admin.produce("carol-orders", &["a1", "a2"], 1)["delivered"], 2);
     let again = carol.consume("carol-orders", "carol-group", 2);

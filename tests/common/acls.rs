@@ -7,6 +7,8 @@ use std::{path::Path, process::Command};
 
 use serde_json::{json, Value};
 
+use super::broker::{metric_sum, metrics_text, Broker};
+
 pub struct AclClient {
     pub bootstrap: String,
     /// Extra librdkafka settings for every client (JSON object).
@@ -98,5 +100,27 @@ impl AclClient {
 
     pub fn consume(&self, topic: &str, group: &str, count: usize) -> Value {
         self.run("consume", &[topic, group, &count.to_string()])
+    }
+}
+
+/// Refusals `broker`'s shard `shard` has counted (`shardlog_authorization_denied`).
+pub fn denied_on_shard(broker: &Broker, shard: usize) -> f64 {
+    metric_sum(&metrics_text(broker), "shardlog_authorization_denied", &format!("shard=\"{shard}\""))
+}
+
+impl AclClient {
+    /// `producers` fresh producers (fresh connections, which SO_REUSEPORT
+    /// spreads over the shards) each send one record to `topic`: every one
+    /// is refused with TOPIC_AUTHORIZATION_FAILED, and both of `broker`'s
+    /// shards count refusals.
+    pub fn assert_refused_on_both_shards(&self, broker: &Broker, topic: &str, producers: usize) {
+        let before = [denied_on_shard(broker, 0), denied_on_shard(broker, 1)];
+        let refused = self.produce(topic, &["refused"], producers);
+        assert_eq!(refused["delivered"], 0, "{refused}");
+        let errors = refused["errors"].as_array().unwrap();
+        assert_eq!(errors.len(), producers, "{refused}");
+        assert!(errors.iter().all(|e| e == "TOPIC_AUTHORIZATION_FAILED"), "{refused}");
+        let after = [denied_on_shard(broker, 0), denied_on_shard(broker, 1)];
+        assert!(after[0] > before[0] && after[1] > before[1], "denials per shard before {before:?}, after {after:?}");
     }
 }

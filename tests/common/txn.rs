@@ -2,13 +2,7 @@
 //! play a transactional producer by hand.
 
 use bytes::Bytes;
-use kafka_protocol::{
-    messages::{
-        list_offsets_request, produce_request, ApiKey, ListOffsetsRequest, ListOffsetsResponse, ProduceRequest,
-        ProduceResponse, TransactionalId,
-    },
-    protocol::StrBytes,
-};
+use kafka_protocol::messages::{list_offsets_request, ApiKey, ListOffsetsRequest, ListOffsetsResponse};
 use shardlog::protocol::record_batch::{encode_batch, Record};
 
 use super::wire::{topic_name, Wire};
@@ -38,20 +32,7 @@ pub fn batch(producer_id: i64, epoch: i16, base_sequence: i32, values: &[&str], 
 /// Produce v9 (acks=all) of one batch with a transactional id; returns
 /// (error, base offset).
 pub fn produce(w: &mut Wire, transactional_id: &str, topic: &str, partition: i32, batch: Bytes) -> (i16, i64) {
-    let mut pd = produce_request::PartitionProduceData::default();
-    pd.index = partition;
-    pd.records = Some(batch);
-    let mut td = produce_request::TopicProduceData::default();
-    td.name = topic_name(topic);
-    td.partition_data.push(pd);
-    let mut req = ProduceRequest::default();
-    req.transactional_id = Some(TransactionalId(StrBytes::from_string(transactional_id.into())));
-    req.acks = -1;
-    req.timeout_ms = 10_000;
-    req.topic_data.push(td);
-    let resp: ProduceResponse = w.call(ApiKey::Produce, 9, &req);
-    let p = &resp.responses[0].partition_responses[0];
-    (p.error_code, p.base_offset)
+    super::wire::produce_as(w, Some(transactional_id), topic, partition, batch, -1)
 }
 
 /// ListOffsets v5 latest (-1) of one partition at an isolation level: the

@@ -110,6 +110,18 @@ pub fn create_partitions(w: &mut Wire, name: &str, count: i32) -> (i16, String) 
 
 /// Produces one batch; returns (error, base offset).
 pub fn produce(w: &mut Wire, topic: &str, partition: i32, batch: Bytes, acks: i16) -> (i16, i64) {
+    produce_as(w, None, topic, partition, batch, acks)
+}
+
+/// [`produce`] with a transactional id on the request (Produce v9).
+pub fn produce_as(
+    w: &mut Wire,
+    transactional_id: Option<&str>,
+    topic: &str,
+    partition: i32,
+    batch: Bytes,
+    acks: i16,
+) -> (i16, i64) {
     let mut pd = produce_request::PartitionProduceData::default();
     pd.index = partition;
     pd.records = Some(batch);
@@ -117,6 +129,7 @@ pub fn produce(w: &mut Wire, topic: &str, partition: i32, batch: Bytes, acks: i1
     td.name = topic_name(topic);
     td.partition_data.push(pd);
     let mut req = ProduceRequest::default();
+    req.transactional_id = transactional_id.map(|t| TransactionalId(StrBytes::from_string(t.into())));
     req.acks = acks;
     req.timeout_ms = 10_000;
     req.topic_data.push(td);
