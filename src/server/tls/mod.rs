@@ -113,6 +113,12 @@ impl TlsConfig {
 /// connection (a read lock nobody holds for long).
 pub struct TlsState {
     config: TlsConfig,
+    /// Off the data path: read once per accepted TLS connection, before its
+    /// handshake, to clone the `Arc`; never per request, produce or fetch
+    /// (a connection keeps its own rustls session). Written only by the
+    /// SIGHUP thread, which is not a shard and so cannot reach the shards
+    /// over the mesh; a reload that finds a reader waits for one `Arc`
+    /// clone.
     current: RwLock<Arc<ServerConfig>>,
 }
 
