@@ -25,6 +25,7 @@ INTERVAL="${INTERVAL:-100ms}"
 BROKER_CORE="${BROKER_CORE:-0}"
 CLIENT_CORE="${CLIENT_CORE:-1}"
 PORT="${PORT:-19192}"
+METRICS_PORT="${METRICS_PORT:-19193}"
 DATA="${DATA:-target/perf-data-txn}"
 
 cargo build --release --features rdkafka-client --bin shardlog
@@ -35,12 +36,17 @@ mkdir -p "$OUT" "$DATA"
 echo "results in $OUT"
 printf 'log_maintenance_interval_ms = 1000\n' >"$OUT/broker.toml"
 
+# The disk's own append and fdatasync latency, the floor under every durable
+# step of a commit (the summary adds them up).
+"$BIN" iotune --dir "$DATA/iotune" --core "$BROKER_CORE" --duration "${IOTUNE_DURATION:-10s}" \
+    --output "$OUT/io-properties.toml"
+
 run() { # name, extra bench arguments
     local name="$1"
     shift
     rm -rf "$DATA/broker"
     "$BIN" serve --config "$OUT/broker.toml" --data-dir "$DATA/broker" --cores 1 --cpuset "$BROKER_CORE" \
-        --metrics-listen 127.0.0.1:0 --listen "127.0.0.1:$PORT" >"$OUT/broker-$name.log" 2>&1 &
+        --metrics-listen "127.0.0.1:$METRICS_PORT" --listen "127.0.0.1:$PORT" >"$OUT/broker-$name.log" 2>&1 &
     local broker=$!
     for _ in $(seq 100); do
         grep -q "listening on" "$OUT/broker-$name.log" 2>/dev/null && break
@@ -51,6 +57,8 @@ run() { # name, extra bench arguments
         --cores "$CLIENT_CORE" --client rdkafka --transactional --txn-interval "$INTERVAL" \
         --topic-config retention.bytes=268435456 --topic-config segment.bytes=67108864 \
         --output "$OUT" --name "$name" "$@" 2>&1 | tr '\r' '\n' | grep -v '^rdkafka produce \[' >"$OUT/$name.log"
+    # The broker's own stage histograms: where EndTxn's time went.
+    curl -s "http://127.0.0.1:$METRICS_PORT/metrics" >"$OUT/metrics-$name.txt" || true
     kill -TERM "$broker"
     wait "$broker" || true
     grep "transactions / none" "$OUT/$name.log"

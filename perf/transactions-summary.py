@@ -5,12 +5,19 @@ usage: transactions-summary.py RESULTS_DIR
 import glob
 import json
 import os
+import re
 import statistics
 import sys
+import tomllib
 
 
 def load(out, kind):
-    return [json.load(open(p)) for p in sorted(glob.glob(os.path.join(out, f"{kind}-*.json")))]
+    runs = []
+    for p in sorted(glob.glob(os.path.join(out, f"{kind}-*.json"))):
+        r = json.load(open(p))
+        r["_path"] = p
+        runs.append(r)
+    return runs
 
 
 def med(runs, *path):
@@ -42,6 +49,41 @@ def latency_rows(lat, rate):
     print(f"| {rate:,.0f} msg/s: commit_transaction p50 / p99, ms | | {cp50:.3f} / {cp99:.3f} | | |")
 
 
+def broker_means(out, name):
+    """Mean seconds of each (api, stage) in one invocation's /metrics."""
+    sums, counts = {}, {}
+    path = os.path.join(out, f"metrics-{name}.txt")
+    if not os.path.exists(path):
+        return {}
+    pat = re.compile(r'shardlog_request_(?:total|stage)_seconds_(sum|count)\{shard="\d+",api="(\w+)"(?:,stage="(\w+)")?\} (\S+)')
+    for line in open(path):
+        m = pat.match(line)
+        if m:
+            kind, api, stage, v = m.groups()
+            key = (api, stage or "total")
+            (sums if kind == "sum" else counts)[key] = (sums if kind == "sum" else counts).get(key, 0) + float(v)
+    return {k: sums[k] / counts[k] for k in sums if counts.get(k)}
+
+
+def floor_rows(out, lat, rate, io):
+    """What a commit's durable steps cost on this disk, and the broker's own
+    EndTxn and Produce figures from the same invocations."""
+    names = [os.path.basename(r["_path"])[:-5] for r in lat]
+    means = [broker_means(out, n) for n in names]
+    means = [m for m in means if m]
+    if not means:
+        return
+    def mm(api, stage):
+        return statistics.median(m.get((api, stage), 0.0) for m in means) * 1000
+    print(f"| {rate:,.0f} msg/s: broker EndTxn mean, ms (handle) | | {mm('EndTxn', 'total'):.3f} ({mm('EndTxn', 'handle'):.3f}) | | |")
+    print(f"| {rate:,.0f} msg/s: broker Produce mean over both runs, ms (DMA write, fdatasync) | | {mm('Produce', 'total'):.3f} ({mm('Produce', 'dma_write'):.3f}, {mm('Produce', 'fdatasync'):.3f}) | | |")
+    if io:
+        w, f = io["append_write_p50_us"] / 1000, io["fdatasync_p50_us"] / 1000
+        floor = 2 * (w + f) + w
+        print(f"| {rate:,.0f} msg/s: disk floor of a commit's visibility, ms | | {floor:.3f} | | "
+              f"2 × (append {w:.3f} + fdatasync {f:.3f}) + append, iotune p50 |")
+
+
 def main(out):
     thr, lat = load(out, "throughput"), load(out, "latency")
     first = (thr or lat)[0]
@@ -60,9 +102,16 @@ def main(out):
         commits, _ = med(thr, "comparison", "commits")
         cp99, _ = med(thr, "comparison", "commit_transaction_ms", "p99_ms")
         print(f"| unthrottled: commits, commit_transaction p99 ms | | {commits:.0f}, {cp99:.3f} | | |")
+    io = None
+    io_path = os.path.join(out, "io-properties.toml")
+    if os.path.exists(io_path):
+        with open(io_path, "rb") as f:
+            io = tomllib.load(f)
     rates = sorted({r["parameters"]["rate"] for r in lat})
     for rate in rates:
-        latency_rows([r for r in lat if r["parameters"]["rate"] == rate], rate)
+        at = [r for r in lat if r["parameters"]["rate"] == rate]
+        latency_rows(at, rate)
+        floor_rows(out, at, rate, io)
     bad = [r["status"] for r in thr + lat if r["status"] != "ok"]
     print()
     print(f"validation: {len(thr) + len(lat) - len(bad)} of {len(thr) + len(lat)} invocations ok (every record acknowledged"

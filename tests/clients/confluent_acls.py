@@ -134,7 +134,13 @@ def produce(bootstrap, topic, values, producers):
     for _ in range(producers):
         p = Producer(config(bootstrap, **{"enable.idempotence": False, "message.timeout.ms": 10000, "linger.ms": 0}))
         for v in values:
-            p.produce(topic, v.encode(), on_delivery=report)
+            try:
+                p.produce(topic, v.encode(), on_delivery=report)
+            except KafkaException as e:
+                # librdkafka refuses at once when the metadata it already
+                # holds says the topic is not writable (a race with its
+                # first metadata request); the same refusal as a report's.
+                errors.append(error_name(e))
         left = p.flush(TIMEOUT_S)
         if left:
             errors.append(f"{left} undelivered")
