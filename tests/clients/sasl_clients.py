@@ -109,7 +109,10 @@ def login(client, bootstrap, mechanism, user, password):
             failures.extend(a for a in (record.args or ()) if isinstance(a, Exception))
     logging.getLogger("kafka").addHandler(Keep())
     try:
-        a = KafkaAdminClient(**kp_conf(bootstrap, mechanism, user, password), request_timeout_ms=5000)
+        # The refusal is logged at the first attempt; 5 s of retries is
+        # plenty (the default bootstrap timeout is 30 s).
+        a = KafkaAdminClient(**kp_conf(bootstrap, mechanism, user, password), request_timeout_ms=5000,
+                             bootstrap_timeout_ms=5000)
         a.list_topics()
         a.close()
         return {"ok": True}
