@@ -23,7 +23,10 @@ def runs(directory, name):
         if r.get("status") == "ok":
             out.append(r)
         else:
-            print(f"- {os.path.basename(path)} failed: {r.get('validation')}")
+            # Named with its directory (broker/ or floor/): the floor's runs
+            # are read for the shardlog table's floor column too.
+            where = os.path.join(os.path.basename(directory), os.path.basename(path))
+            print(f"- {where} failed: {r.get('validation')}")
     return out
 
 
