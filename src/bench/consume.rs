@@ -256,15 +256,10 @@ impl Fetcher {
                 record(&mut c.fetch, (at - asked).as_micros() as u64, 1);
                 for t in &resp.responses {
                     for p in &t.partitions {
-                        if p.error_code != 0 {
-                            return Err(format!(
-                                "fetch {}-{}: error {}",
-                                self.topic.0.as_str(),
-                                p.partition_index,
-                                p.error_code
-                            ));
-                        }
                         let from = positions.get(&p.partition_index).copied().unwrap_or(0);
+                        if p.error_code != 0 {
+                            return Err(fetch_error(self.topic.0.as_str(), p.partition_index, from, p.error_code));
+                        }
                         let records = p.records.as_deref().unwrap_or(&[]);
                         let next = self.take(&mut c, p.partition_index, from, records, now_ns)?;
                         if next > from {
@@ -342,5 +337,34 @@ impl Fetcher {
             next = h.last_offset() + 1;
         }
         Ok(next)
+    }
+}
+
+/// Why a partition's fetch failed, for the run's verdict. Falling behind
+/// the log start is named: the records were dropped (retention, or the
+/// null broker's `--tail-bytes`) before the reader got to them.
+fn fetch_error(topic: &str, partition: i32, offset: i64, code: i16) -> String {
+    if code == crate::protocol::errors::OFFSET_OUT_OF_RANGE {
+        format!(
+            "fetch {topic}-{partition} at offset {offset}: OFFSET_OUT_OF_RANGE (error 1): the reader fell behind the \
+             broker's log start, which dropped records before they were read (retention, or the null broker's \
+             --tail-bytes)"
+        )
+    } else {
+        format!("fetch {topic}-{partition} at offset {offset}: error {code}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fetch_error;
+
+    #[test]
+    fn a_fetch_error_names_the_partition_offset_and_what_out_of_range_means() {
+        let behind = fetch_error("e2e", 3, 4096, crate::protocol::errors::OFFSET_OUT_OF_RANGE);
+        assert!(behind.contains("e2e-3 at offset 4096"), "{behind}");
+        assert!(behind.contains("OFFSET_OUT_OF_RANGE") && behind.contains("fell behind"), "{behind}");
+        let other = fetch_error("e2e", 0, 7, 6);
+        assert_eq!(other, "fetch e2e-0 at offset 7: error 6");
     }
 }
