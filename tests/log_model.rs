@@ -74,8 +74,10 @@ fn model_runs(seeds: std::ops::RangeInclusive<u64>, squeeze: Option<(usize, usiz
                     log = open(dir.path(), config()).await.0;
                     check_bounds(&log, &model, &ctx);
                 } else if what < 92 {
-                    // A crash: no close, no final checkpoint.
+                    // A crash: no close, no final checkpoint; the I/O in
+                    // flight lands, nothing after it runs.
                     tally(&log, &mut reads);
+                    log.halt().await;
                     drop(log);
                     log = open(dir.path(), config()).await.0;
                     check_bounds(&log, &model, &ctx);

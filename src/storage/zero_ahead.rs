@@ -176,6 +176,9 @@ impl ZeroAhead {
             return Ok(());
         }
         self.reserve(end, step, name).await?;
+        if self.retired.get() {
+            return Ok(()); // abandoned while reserving
+        }
         let mut buf = self.file.alloc((end - start) as usize);
         buf.as_bytes_mut().fill(0);
         self.file
@@ -184,6 +187,15 @@ impl ZeroAhead {
             .map_err(|e| StorageError::from_io(name, self.file.path(), "write zeros into", e))?;
         self.written.set(end);
         Ok(())
+    }
+
+    /// Stops zero-ahead at once, without waiting: the log that owned the
+    /// segment was dropped without a close. A job of the dropped log must
+    /// not write zeros into a file that a later open of the partition is
+    /// appending to (a crash reopen in the same process, as the model
+    /// tests do).
+    pub fn abandon(&self) {
+        self.retired.set(true);
     }
 
     /// Stops zero-ahead for good, once a running zero job finished: the

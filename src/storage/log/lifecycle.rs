@@ -4,6 +4,7 @@
 use std::{
     cell::{Cell, RefCell},
     path::Path,
+    rc::Rc,
 };
 
 use glommio::sync::Semaphore;
@@ -65,6 +66,7 @@ impl PartitionLog {
             sync_permit: Semaphore::new(1),
             clean_permit: Semaphore::new(1),
             sealing: RefCell::new(None),
+            halted: Rc::new(Cell::new(false)),
             cleaned_up_to: Cell::new(None),
             stats: LogStats::default(),
         };
@@ -125,6 +127,28 @@ impl PartitionLog {
             if offset == before {
                 break;
             }
+        }
+    }
+
+    /// Stops the log as a crash of the process would, for tests that reopen
+    /// a partition in the same process: the background work of past rolls
+    /// stops at its next step, and the step in flight (a trim, an index
+    /// file, a checkpoint, a zero write) lands before this returns, as a
+    /// dead process's submitted I/O does before its restart. Without this a
+    /// trim landing in the middle of the next open's recovery looks like a
+    /// torn segment. The log must not be used afterwards; drop it.
+    pub async fn halt(&self) {
+        self.halted.set(true);
+        let aheads: Vec<_> = self.state.borrow().segments.values().map(|s| s.ahead.clone()).collect();
+        for ahead in &aheads {
+            ahead.abandon();
+        }
+        let job = self.sealing.borrow_mut().take();
+        if let Some(job) = job {
+            job.await;
+        }
+        for ahead in &aheads {
+            ahead.retire().await; // a running zero write finished
         }
     }
 

@@ -4,7 +4,7 @@
 //! `CheckpointWork`), chained so checkpoints land in order; `settle` waits
 //! for it. Close seals the active segment in place.
 
-use std::{path::PathBuf, rc::Rc};
+use std::{cell::Cell, path::PathBuf, rc::Rc};
 
 use super::state::{LogState, PartitionLog};
 use crate::{
@@ -63,11 +63,13 @@ impl PartitionLog {
             self.checkpoint_work(&st)
         };
         let previous = self.sealing.borrow_mut().take();
+        let halted = self.halted.clone();
         let job = background::spawn(async move {
             if let Some(previous) = previous {
                 previous.await;
             }
-            let outcome = match sealed.run().await {
+            let outcome = match sealed.run(&halted).await {
+                Ok(()) if halted.get() => Ok(()),
                 Ok(()) => checkpoint.run().await,
                 Err(e) => Err(e),
             };
@@ -93,7 +95,7 @@ impl PartitionLog {
     /// files, now (at close).
     pub(super) async fn seal_active(&self) -> Result<(), StorageError> {
         self.sync_through(self.log_end()).await?;
-        self.seal_work().run().await
+        self.seal_work().run(&Cell::new(false)).await
     }
 
     fn seal_work(&self) -> SealWork {
@@ -145,13 +147,21 @@ struct SealWork {
 }
 
 impl SealWork {
-    async fn run(self) -> Result<(), StorageError> {
+    /// Each step first checks `halted` (the log was dropped or halted): a
+    /// crashed log's work stops where it is.
+    async fn run(self, halted: &Cell<bool>) -> Result<(), StorageError> {
         let file = self.file;
         // A zero write still running would land after the trim.
         self.ahead.retire().await;
+        if halted.get() {
+            return Ok(());
+        }
         file.truncate(self.size).await.map_err(|e| StorageError::from_io(&self.name, file.path(), "truncate", e))?;
         let log_path = file.path().to_path_buf();
         let (name, offsets, times, aborted) = (self.name, self.offsets, self.times, self.aborted);
+        if halted.get() {
+            return Ok(());
+        }
         glommio::executor()
             .spawn_blocking(move || {
                 if !aborted.is_empty() {

@@ -135,10 +135,27 @@ pub struct PartitionLog {
     /// The last roll's background work (see `seal::SealWork`); each roll's
     /// work waits for the one before, so checkpoints land in order.
     pub(super) sealing: RefCell<Option<glommio::task::JoinHandle<()>>>,
+    /// Set when the log is dropped without a close, or halted: the
+    /// background work of its rolls stops at its next step.
+    pub(super) halted: Rc<Cell<bool>>,
     /// The active segment's base at the last compaction pass: segments
     /// below it have been cleaned.
     pub(super) cleaned_up_to: Cell<Option<i64>>,
     pub(super) stats: LogStats,
+}
+
+impl Drop for PartitionLog {
+    /// A log dropped without a close leaves no background work behind to
+    /// write into its files after a later open of the partition (see
+    /// [`PartitionLog::halt`]).
+    fn drop(&mut self) {
+        self.halted.set(true);
+        if let Ok(st) = self.state.try_borrow() {
+            for seg in st.segments.values() {
+                seg.ahead.abandon();
+            }
+        }
+    }
 }
 
 impl PartitionLog {
