@@ -396,17 +396,12 @@ impl Scrape {
             l(&[shard(s), ("topic", p.topic.clone()), ("partition", p.partition.to_string())])
         };
         type Get = fn(&super::snapshot::PartitionSnapshot) -> u64;
-        let counters: [(&str, &str, Get); 7] = [
+        let counters: [(&str, &str, Get); 6] = [
             ("shardlog_partition_records_in", "Records appended.", |p| p.records_in),
             ("shardlog_partition_bytes_in", "Bytes appended (record batches as stored).", |p| p.bytes_in),
             ("shardlog_partition_records_out", "Offsets served to fetches.", |p| p.records_out),
             ("shardlog_partition_bytes_out", "Bytes of record batches served to fetches.", |p| p.bytes_out),
-            ("shardlog_partition_fsyncs", "Syncs of the partition's active segment (its own fdatasync or the shared flush).", |p| p.fsyncs),
-            (
-                "shardlog_partition_shared_fsyncs",
-                "Syncs served by the shard's shared device flush, with no fdatasync of the partition's own (storage::device_sync).",
-                |p| p.shared_fsyncs,
-            ),
+            ("shardlog_partition_fsyncs", "fdatasync calls on the partition's active segment.", |p| p.fsyncs),
             (
                 "shardlog_partition_extending_writes",
                 "Appends written past the blocks zeroed ahead (zero-ahead off or behind): each extends the file on its path.",

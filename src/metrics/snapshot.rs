@@ -16,8 +16,6 @@ pub struct PartitionSnapshot {
     pub segments: u64,
     pub segment_bytes: u64,
     pub fsyncs: u64,
-    /// Of those, syncs served by the shard's shared device flush.
-    pub shared_fsyncs: u64,
     /// Writes past the zeroed blocks (`storage::zero_ahead`).
     pub extending_writes: u64,
     pub fsync_seconds: BucketSnapshot,

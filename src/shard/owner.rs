@@ -159,7 +159,6 @@ impl Shard {
                     segments: p.log.segment_count() as u64,
                     segment_bytes: p.log.size_bytes(),
                     fsyncs: st.syncs.get(),
-                    shared_fsyncs: st.shared_syncs.get(),
                     extending_writes: st.extending_writes.get(),
                     fsync_seconds: st.sync_seconds.snapshot(),
                     appends_per_fsync: st.appends_per_sync.snapshot(),

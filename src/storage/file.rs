@@ -255,12 +255,6 @@ impl SegmentFile {
         Ok(self.handles().await?.dma.fdatasync().await?)
     }
 
-    /// `fdatasync` without the injected faults, for background work whose
-    /// syncs a test's armed fault is not meant for (see `Faults`).
-    pub async fn fdatasync_unfaulted(&self) -> io::Result<()> {
-        Ok(self.handles().await?.dma.fdatasync().await?)
-    }
-
     /// Reserves blocks up to `len` without changing the visible file size, so
     /// the size after a crash still tells how far writes got.
     pub async fn preallocate(&self, len: u64) -> io::Result<()> {

@@ -10,7 +10,6 @@ pub mod batch_cache;
 pub mod chunk;
 pub mod compact;
 pub mod config;
-pub mod device_sync;
 pub mod error;
 pub mod file;
 pub mod index;

@@ -42,13 +42,6 @@ pub struct ZeroAhead {
     allocated: Cell<u64>,
     /// Every block below this has been written, with zeros or with data.
     written: Cell<u64>,
-    /// Blocks below this were written and their metadata (extents, file
-    /// size) is durable: an append below it needs only a device flush
-    /// (see `storage::device_sync`).
-    meta_durable: Cell<u64>,
-    /// A background sync of the zeros failed: the log must refuse writes,
-    /// as after any failed sync (the error was reported, and cleared, there).
-    sync_failed: Cell<bool>,
     /// Held by whoever writes beyond `written`.
     permit: Semaphore,
     /// A zero job is queued or running.
@@ -72,8 +65,6 @@ impl ZeroAhead {
             file,
             allocated: Cell::new(allocated),
             written: Cell::new(0),
-            meta_durable: Cell::new(0),
-            sync_failed: Cell::new(false),
             permit: Semaphore::new(1),
             scheduled: Cell::new(false),
             retired: Cell::new(false),
@@ -93,28 +84,6 @@ impl ZeroAhead {
     /// Whether a write ending at `end` lands in blocks already written.
     pub fn covers(&self, end: u64) -> bool {
         end <= self.written.get()
-    }
-
-    /// Whether data ending at `end` lies in blocks whose metadata is durable.
-    pub fn meta_durable_through(&self, end: u64) -> bool {
-        end <= self.meta_durable.get()
-    }
-
-    /// Whether a background sync of this file failed.
-    pub fn sync_failed(&self) -> bool {
-        self.sync_failed.get()
-    }
-
-    /// What is written now; once an fdatasync started after this returns,
-    /// pass it to [`Self::synced`].
-    pub fn written_now(&self) -> u64 {
-        self.written.get()
-    }
-
-    /// An fdatasync that started when `written` was [`Self::written_now`]
-    /// succeeded: the metadata of every block below it is durable.
-    pub fn synced(&self, written: u64) {
-        self.meta_durable.set(self.meta_durable.get().max(written));
     }
 
     /// Writes `buf` at `pos` where it reaches past the written blocks:
@@ -177,36 +146,15 @@ impl ZeroAhead {
         crate::storage::background::spawn(async move {
             let fills = FILLS.with(Rc::clone);
             let _slot = fills.acquire_permit(1).await.expect("zero-ahead slots: never closed");
-            match this.fill(head, window, limit, step, &name).await {
-                Ok(true) => this.sync_zeros(&name).await,
-                Ok(false) => {}
-                Err(e) => {
-                    this.failed.set(true);
-                    log::warn!("{e} (zero-ahead; appends to this segment extend the file instead)");
-                }
+            if let Err(e) = this.fill(head, window, limit, step, &name).await {
+                this.failed.set(true);
+                log::warn!("{e} (zero-ahead; appends to this segment extend the file instead)");
             }
             this.scheduled.set(false);
         });
     }
 
-    /// Makes the zeroed blocks' metadata durable off the append path, so
-    /// that appends into them need only the shard's shared device flush.
-    async fn sync_zeros(&self, name: &PartitionName) {
-        if self.retired.get() {
-            return;
-        }
-        let written = self.written.get();
-        match self.file.fdatasync_unfaulted().await {
-            Ok(()) => self.synced(written),
-            Err(e) => {
-                self.sync_failed.set(true);
-                log::error!("partition {name}: fdatasync of {} after zero-ahead: {e}", self.file.path().display());
-            }
-        }
-    }
-
     /// Writes zeros from the written end (or `head`) to `head + window`.
-    /// Returns whether it wrote any.
     async fn fill(
         &self,
         head: u64,
@@ -214,10 +162,10 @@ impl ZeroAhead {
         limit: u64,
         step: u64,
         name: &PartitionName,
-    ) -> Result<bool, StorageError> {
+    ) -> Result<(), StorageError> {
         let _permit = self.permit.acquire_permit(1).await.expect("zero-ahead permit: never closed");
         if self.retired.get() {
-            return Ok(false);
+            return Ok(());
         }
         // Appends since `head` was taken either stayed below `written` or
         // raised it under this permit, so nothing at or past `start` holds
@@ -225,11 +173,11 @@ impl ZeroAhead {
         let start = self.written.get().max(head);
         let end = (head + window).min(limit.div_ceil(DMA_ALIGNMENT) * DMA_ALIGNMENT);
         if end <= start {
-            return Ok(false);
+            return Ok(());
         }
         self.reserve(end, step, name).await?;
         if self.retired.get() {
-            return Ok(false); // abandoned while reserving
+            return Ok(()); // abandoned while reserving
         }
         let mut buf = self.file.alloc((end - start) as usize);
         buf.as_bytes_mut().fill(0);
@@ -238,7 +186,7 @@ impl ZeroAhead {
             .await
             .map_err(|e| StorageError::from_io(name, self.file.path(), "write zeros into", e))?;
         self.written.set(end);
-        Ok(true)
+        Ok(())
     }
 
     /// Stops zero-ahead at once, without waiting: the log that owned the

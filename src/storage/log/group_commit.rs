@@ -1,12 +1,10 @@
-//! The group commit: callers queue on the sync permit, and one sync covers
-//! every append written before it, for all who wait behind it. The sync is
-//! the shard's shared device flush when it can be (`storage::device_sync`),
-//! else an `fdatasync` of the segment. A failed sync refuses writes until
-//! the log is reopened (fsyncgate).
+//! The group commit: callers queue on the sync permit, and one `fdatasync`
+//! covers every append written before it, for all who wait behind it. A
+//! failed sync refuses writes until the log is reopened (fsyncgate).
 
-use std::{io, time::Instant};
+use std::time::Instant;
 
-use super::state::{align_up, bump, PartitionLog};
+use super::state::{bump, PartitionLog};
 use crate::storage::error::StorageError;
 
 impl PartitionLog {
@@ -30,44 +28,22 @@ impl PartitionLog {
         self.sync_active().await
     }
 
-    /// One sync of the active segment; the caller holds the sync permit.
-    /// Appends that all landed in blocks with durable metadata wait for the
-    /// shard's shared device flush; others fdatasync the file itself.
+    /// One fdatasync of the active segment; the caller holds the sync permit.
     async fn sync_active(&self) -> Result<(), StorageError> {
-        let (file, ahead, upto, end) = {
+        let (file, upto) = {
             let st = self.state.borrow();
             if st.failed {
                 return Err(StorageError::WritesRefused { partition: self.name.clone() });
             }
-            let seg = st.active();
-            (seg.file.clone(), seg.ahead.clone(), st.next_offset, align_up(seg.size))
+            (st.active().file.clone(), st.next_offset)
         };
         bump(&self.stats.syncs, 1);
         let appends = self.stats.appends.get();
         self.stats.appends_per_sync.observe((appends - self.stats.appends_at_last_sync.get()) as f64);
         self.stats.appends_at_last_sync.set(appends);
         let started = Instant::now();
-        let synced = if self.device.shared() && ahead.meta_durable_through(end) {
-            bump(&self.stats.shared_syncs, 1);
-            self.device.flush_shared(&file).await
-        } else {
-            let written = ahead.written_now();
-            let synced = self.device.sync_file(&file).await;
-            if synced.is_ok() {
-                ahead.synced(written);
-            }
-            synced
-        };
+        let synced = file.fdatasync().await;
         self.stats.sync_seconds.observe(started.elapsed().as_secs_f64());
-        let synced = match synced {
-            Ok(()) if ahead.sync_failed() => {
-                Err(io::Error::other("an earlier background fdatasync of this file failed (zero-ahead)"))
-            }
-            Ok(()) if self.device.failures() > self.device_failures => Err(io::Error::other(
-                "a flush of this device failed since the partition opened: its writes may be lost",
-            )),
-            other => other,
-        };
         match synced {
             Ok(()) => {
                 let mut st = self.state.borrow_mut();

@@ -18,7 +18,6 @@ use crate::{
     storage::{
         batch_cache::BatchCache,
         config::{Clock, LogConfig},
-        device_sync::DeviceSync,
         error::{PartitionName, StorageError},
         file::Faults,
         producers::{self, ProducerStates},
@@ -44,7 +43,6 @@ impl PartitionLog {
         // DeleteRecords may have moved the start past the first segment's base.
         let log_start = segments[0].base_offset.max(read_log_start(dir).unwrap_or(0).min(next_offset));
         let tail = read_tail(active, &name).await?;
-        let device = DeviceSync::for_dir(dir);
         let state = LogState {
             segments: segments.into_iter().map(|s| (s.base_offset, s)).collect(),
             log_start,
@@ -69,8 +67,6 @@ impl PartitionLog {
             clean_permit: Semaphore::new(1),
             sealing: RefCell::new(None),
             halted: Rc::new(Cell::new(false)),
-            device_failures: device.failures(),
-            device,
             cleaned_up_to: Cell::new(None),
             stats: LogStats::default(),
         };

@@ -20,7 +20,6 @@ use crate::{
     storage::{
         batch_cache::BatchCache,
         config::{Clock, LogConfig},
-        device_sync::DeviceSync,
         error::{PartitionName, StorageError},
         file::Faults,
         producers::{self, AbortedTxn, ProducerStates},
@@ -37,8 +36,6 @@ pub struct LogStats {
     pub records_appended: Cell<u64>,
     pub bytes_appended: Cell<u64>,
     pub syncs: Cell<u64>,
-    /// Of those, the ones served by the shard's shared device flush.
-    pub shared_syncs: Cell<u64>,
     /// Appends written past the zeroed blocks (see `storage::zero_ahead`).
     pub extending_writes: Cell<u64>,
     /// fdatasync latency, seconds.
@@ -60,7 +57,6 @@ impl Default for LogStats {
             records_appended: Cell::new(0),
             bytes_appended: Cell::new(0),
             syncs: Cell::new(0),
-            shared_syncs: Cell::new(0),
             extending_writes: Cell::new(0),
             sync_seconds: Buckets::new(buckets::LATENCY_SECONDS),
             appends_per_sync: Buckets::new(buckets::BATCH_SIZES),
@@ -142,10 +138,6 @@ pub struct PartitionLog {
     /// Set when the log is dropped without a close, or halted: the
     /// background work of its rolls stops at its next step.
     pub(super) halted: Rc<Cell<bool>>,
-    /// The shard's group commit on this log's device, and how many of its
-    /// flushes had failed when the log opened (see `storage::device_sync`).
-    pub(super) device: Rc<DeviceSync>,
-    pub(super) device_failures: u64,
     /// The active segment's base at the last compaction pass: segments
     /// below it have been cleaned.
     pub(super) cleaned_up_to: Cell<Option<i64>>,
