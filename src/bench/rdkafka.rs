@@ -132,6 +132,9 @@ pub fn run_with(w: &Workload, bootstrap: &str, x: Extras) -> Result<(Outcome, Op
         let sent = Box::new(Sent { record, partition, enqueued: Instant::now(), bytes: w.record_size });
         send(&producer, &w.topic, partition, key.map(key_text), &template, sent)?;
         counts.lock().expect("counts lock").sent += 1;
+        if let Some(t) = txn.as_mut() {
+            t.records += 1;
+        }
         if last_tick.elapsed() >= Duration::from_secs(1) {
             last_tick = Instant::now();
             let c = counts.lock().expect("counts lock");
@@ -180,7 +183,22 @@ struct Txn {
     interval: Duration,
     next: Instant,
     commits: u64,
+    /// Records sent in the open transaction.
+    records: u64,
     durations: Histogram<u64>,
+}
+
+/// The commit slot after `next` on the fixed grid of `interval`s, skipping
+/// the slots that passed by `now`: a commit that overran its interval (or
+/// a sender held up past a slot) does not commit back to back, with
+/// nothing sent in between.
+fn next_slot(next: Instant, interval: Duration, now: Instant) -> Instant {
+    let mut slot = next + interval;
+    if slot <= now {
+        let behind = now.duration_since(slot).as_nanos() / interval.as_nanos().max(1);
+        slot += interval * (behind as u32 + 1);
+    }
+    slot
 }
 
 const TXN_TIMEOUT: Duration = Duration::from_secs(30);
@@ -190,11 +208,17 @@ impl Txn {
     fn begin(p: &ThreadedProducer<Context>, interval: Duration, start: Instant) -> Result<Self, String> {
         p.init_transactions(TXN_TIMEOUT).map_err(|e| format!("librdkafka init_transactions: {e}"))?;
         p.begin_transaction().map_err(|e| format!("librdkafka begin_transaction: {e}"))?;
-        Ok(Self { interval, next: start + interval, commits: 0, durations: histogram() })
+        Ok(Self { interval, next: start + interval, commits: 0, records: 0, durations: histogram() })
     }
 
-    /// Commits the transaction that is due and begins the next.
+    /// Commits the transaction that is due and begins the next. A
+    /// transaction that holds no record yet (the sender was held up) is not
+    /// committed: its slot passes.
     fn tick(&mut self, p: &ThreadedProducer<Context>) -> Result<(), String> {
+        if self.records == 0 {
+            self.next = next_slot(self.next, self.interval, Instant::now());
+            return Ok(());
+        }
         self.commit(p).map_err(|e| format!("librdkafka commit_transaction: {e}"))?;
         p.begin_transaction().map_err(|e| format!("librdkafka begin_transaction: {e}"))
     }
@@ -215,9 +239,8 @@ impl Txn {
         p.commit_transaction(TXN_TIMEOUT)?;
         record(&mut self.durations, at.elapsed().as_micros() as u64, 1);
         self.commits += 1;
-        // A commit that overran its interval starts the cadence afresh
-        // rather than committing back to back.
-        self.next = (self.next + self.interval).max(at);
+        self.records = 0;
+        self.next = next_slot(self.next, self.interval, Instant::now());
         Ok(())
     }
 }
@@ -289,7 +312,11 @@ enum Due {
 fn next_due(schedule: &mut Option<Schedule>, end: Instant, commit_at: Option<Instant>) -> Option<Due> {
     loop {
         let now = Instant::now();
-        if commit_at.is_some_and(|c| c <= now) && now < end {
+        // In intended order: records intended before a late commit's slot
+        // (a sender held up) go into its transaction first.
+        let record_first =
+            |c: Instant, s: &mut Option<Schedule>| s.as_mut().and_then(|s| s.peek()).is_some_and(|t| t <= c);
+        if commit_at.is_some_and(|c| c <= now && !record_first(c, schedule)) && now < end {
             return Some(Due::Commit);
         }
         let Some(s) = schedule else { return (now < end).then_some(Due::Record(now)) };
@@ -373,5 +400,26 @@ pub fn sasl_config(config: &mut ClientConfig) {
             .set("sasl.mechanism", login.mechanism.name())
             .set("sasl.username", &login.user)
             .set("sasl.password", &login.password);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commit_slots_keep_the_grid_and_skip_the_slots_that_passed() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        // On time: the next slot of the grid.
+        assert_eq!(next_slot(t0 + ms(100), ms(100), t0 + ms(102)), t0 + ms(200));
+        // A commit that ended past the next slot skips it, staying on the grid.
+        assert_eq!(next_slot(t0 + ms(100), ms(100), t0 + ms(250)), t0 + ms(300));
+        assert_eq!(next_slot(t0 + ms(100), ms(100), t0 + ms(200)), t0 + ms(300));
+        assert_eq!(next_slot(t0 + ms(100), ms(100), t0 + ms(1_234)), t0 + ms(1_300));
+        for now in [101, 150, 199, 200, 201, 999, 5_000] {
+            let slot = next_slot(t0 + ms(100), ms(100), t0 + ms(now));
+            assert!(slot > t0 + ms(now) && slot <= t0 + ms(now + 100), "{now} -> {:?}", slot - t0);
+        }
     }
 }
