@@ -9,7 +9,9 @@
 //! the same disk in the same run, into blocks written before (as
 //! zero-ahead leaves them), rounds paced from a fixed schedule and each
 //! round's latency taken from its due instant (a late round counts its
-//! wait). No broker, no network: the device's floor for each design.
+//! wait). Rounds that fell due during a write go into the next write
+//! together, in both designs, as the broker's queued appends do. No broker,
+//! no network: the device's floor for each design.
 //!
 //! `cargo bench --bench journal_floor [-- --quick] [-- --core N] [-- --rate ROUNDS_PER_S]`
 //!
@@ -141,24 +143,31 @@ async fn zeroed_files(dir: &Path, stem: &str, n: usize) -> Vec<Rc<DmaFile>> {
 
 /// Rounds of one record per partition, paced at `p.rate` a second for
 /// `p.length`; each round's latency from its due instant until its writes
-/// (and syncs) completed, in µs.
+/// (and syncs) completed, in µs. Rounds that fell due while the last
+/// writes were in flight are written together, one write per file, as the
+/// broker's queued appends are (its group commit).
 async fn paced_rounds(files: &[Rc<DmaFile>], design: Design, sync: bool, p: &Params) -> Histogram<u64> {
     let mut h = Histogram::new_with_bounds(1, 60_000_000, 3).unwrap();
     let align = files[0].alignment();
-    let per_write = match design {
+    let per_round = match design {
         Design::PerPartition => RECORD_BYTES,
         Design::Journal => RECORD_BYTES * PARTITIONS as u64,
     };
     let interval = Duration::from_secs_f64(1.0 / p.rate.max(1) as f64);
     let start = Instant::now();
     let mut due = start;
-    let mut size = 0u64; // every file grows alike: one write each a round
+    let mut size = 0u64; // every file grows alike
     while start.elapsed() < p.length {
         let now = Instant::now();
         if due > now {
             glommio::timer::sleep(due - now).await;
         }
-        let end = size + per_write;
+        // Every round due by now goes into this write.
+        let mut rounds = vec![due];
+        while let Some(next) = rounds.last().map(|d| *d + interval).filter(|d| *d <= Instant::now()) {
+            rounds.push(next);
+        }
+        let end = size + per_round * rounds.len() as u64;
         let pos = size / align * align;
         let len = (end - pos).div_ceil(align) * align;
         let at = pos % (REGION_BYTES - len).max(align) / align * align;
@@ -177,9 +186,11 @@ async fn paced_rounds(files: &[Rc<DmaFile>], design: Design, sync: bool, p: &Par
         for t in tasks {
             t.await;
         }
-        h.saturating_record(due.elapsed().as_micros().max(1) as u64);
+        for d in &rounds {
+            h.saturating_record(d.elapsed().as_micros().max(1) as u64);
+        }
         size = end;
-        due += interval;
+        due = *rounds.last().expect("at least the round due") + interval;
     }
     h
 }
