@@ -26,10 +26,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use glommio::{
-    io::{DmaFile, OpenOptions},
-    LocalExecutorBuilder, Placement,
-};
+use glommio::io::{DmaFile, OpenOptions};
 use hdrhistogram::Histogram;
 
 const PARTITIONS: usize = 16;
@@ -76,11 +73,7 @@ fn main() {
         params.reps
     );
     println!();
-    let report = LocalExecutorBuilder::new(Placement::Fixed(params.core))
-        .spawn(move || async move { run_all(&params).await })
-        .expect("start pinned executor")
-        .join()
-        .expect("bench executor");
+    let report = common::pinned(params.core, move || async move { run_all(&params).await });
     println!("{report}");
 }
 

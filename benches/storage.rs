@@ -16,7 +16,7 @@ use std::{
 };
 
 use bytes::BytesMut;
-use glommio::{io::OpenOptions, LocalExecutorBuilder, Placement};
+use glommio::io::OpenOptions;
 use hdrhistogram::Histogram;
 use shardlog::{
     protocol::record_batch::{encode_batch, Record},
@@ -36,11 +36,7 @@ fn main() {
     let core = args.iter().position(|a| a == "--core").and_then(|i| args.get(i + 1)?.parse().ok()).unwrap_or(ncpu - 1);
     let params = Params { quick, core, reps: if quick { 3 } else { 5 } };
     print_header(&params);
-    let report = LocalExecutorBuilder::new(Placement::Fixed(params.core))
-        .spawn(move || async move { run_all(&params).await })
-        .expect("start pinned executor")
-        .join()
-        .expect("bench executor");
+    let report = common::pinned(params.core, move || async move { run_all(&params).await });
     println!("{report}");
 }
 

@@ -29,6 +29,22 @@ pub fn machine_and_commit() -> String {
     )
 }
 
+/// Runs `f` on a glommio executor pinned to `core` and returns its result
+/// (a bench's whole measurement, away from the thread that prints).
+#[allow(dead_code)]
+pub fn pinned<F, Fut, T>(core: usize, f: F) -> T
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = T> + 'static,
+    T: Send + 'static,
+{
+    glommio::LocalExecutorBuilder::new(glommio::Placement::Fixed(core))
+        .spawn(f)
+        .expect("start pinned executor")
+        .join()
+        .expect("bench executor")
+}
+
 #[allow(dead_code)]
 pub fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).expect("figures are not NaN"));

@@ -138,11 +138,8 @@ impl PartitionLog {
     /// trim landing in the middle of the next open's recovery looks like a
     /// torn segment. The log must not be used afterwards; drop it.
     pub async fn halt(&self) {
-        self.halted.set(true);
+        self.stop_background();
         let aheads: Vec<_> = self.state.borrow().segments.values().map(|s| s.ahead.clone()).collect();
-        for ahead in &aheads {
-            ahead.abandon();
-        }
         let job = self.sealing.borrow_mut().take();
         if let Some(job) = job {
             job.await;

@@ -149,6 +149,14 @@ impl Drop for PartitionLog {
     /// write into its files after a later open of the partition (see
     /// [`PartitionLog::halt`]).
     fn drop(&mut self) {
+        self.stop_background();
+    }
+}
+
+impl PartitionLog {
+    /// Stops the background work of past rolls, and every segment's
+    /// zero-ahead, at their next step, without waiting.
+    pub(super) fn stop_background(&self) {
         self.halted.set(true);
         if let Ok(st) = self.state.try_borrow() {
             for seg in st.segments.values() {
