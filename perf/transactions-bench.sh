@@ -13,6 +13,8 @@
 #
 # Usage: perf/transactions-bench.sh     (about 4 minutes with the defaults)
 #        THROUGHPUT_REPS=0 RATES=2000 perf/transactions-bench.sh   (latency only)
+#        BROKER_BIN=/path/to/other/shardlog ...  (an A/B: another broker
+#        build under the same generator)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,6 +32,7 @@ DATA="${DATA:-target/perf-data-txn}"
 
 cargo build --release --features rdkafka-client --bin shardlog
 BIN=target/release/shardlog
+BROKER_BIN="${BROKER_BIN:-$BIN}"
 COMMIT="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src || echo -dirty)"
 OUT="${OUT:-perf/results/$(date -u +%Y%m%dT%H%M%SZ)-$COMMIT-txn}"
 mkdir -p "$OUT" "$DATA"
@@ -45,7 +48,7 @@ run() { # name, extra bench arguments
     local name="$1"
     shift
     rm -rf "$DATA/broker"
-    "$BIN" serve --config "$OUT/broker.toml" --data-dir "$DATA/broker" --cores 1 --cpuset "$BROKER_CORE" \
+    "$BROKER_BIN" serve --config "$OUT/broker.toml" --data-dir "$DATA/broker" --cores 1 --cpuset "$BROKER_CORE" \
         --metrics-listen "127.0.0.1:$METRICS_PORT" --listen "127.0.0.1:$PORT" >"$OUT/broker-$name.log" 2>&1 &
     local broker=$!
     for _ in $(seq 100); do

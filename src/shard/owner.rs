@@ -376,11 +376,15 @@ impl Shard {
         written
     }
 
-    /// One partition's marker: written, then read_committed readers woken
-    /// (the last stable offset moved at the write), then synced before the
-    /// coordinator hears of it. A marker lost to a crash before its sync is
-    /// written again: the coordinator's prepare record, durable before any
-    /// marker, still holds the outcome.
+    /// One partition's marker: a commit's records are readable
+    /// read_committed at once (readers woken before the marker's write:
+    /// the coordinator's prepare record, durable before any marker is sent,
+    /// already holds the outcome); then the marker is written, readers
+    /// woken again (an abort moves the last stable offset at the write),
+    /// and synced before the coordinator hears of it. A marker lost to a
+    /// crash before its sync is written again from that prepare record;
+    /// until then the transaction is open again after the restart, so
+    /// readers wait but never see less than they saw.
     async fn write_one_marker(
         &self,
         p: &Partition,
@@ -389,6 +393,9 @@ impl Shard {
         marker: crate::protocol::record_batch::TxnMarker,
         now: i64,
     ) -> Result<(), StorageError> {
+        if p.log.commit_decided(&marker) {
+            p.appended.notify_all();
+        }
         let written = p.log.append_marker(marker, now, Durability::Written).await;
         p.appended.notify_all();
         let info = written?;

@@ -236,7 +236,7 @@ impl Txns {
         for a in log.aborted_index() {
             aborted.entry(a.producer_id).or_default().push((a.first_offset, a.last_offset));
         }
-        Self { stable_end: log.last_stable_offset(), aborted }
+        Self { stable_end: log.first_unmarked_offset(), aborted }
     }
 
     /// Whether a data batch belongs to an aborted transaction.

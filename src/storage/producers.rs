@@ -13,8 +13,12 @@
 //! first offset of its first transactional batch after its last marker
 //! (`txn_first`); the smallest of them is the last stable offset. A marker
 //! ends it; an abort yields the entry for the aborted-transactions index.
+//! A transaction whose commit the coordinator has durably decided, its
+//! marker on the way, no longer holds read_committed readers back
+//! ([`ProducerStates::decide_commit`]); it stays open, held in memory
+//! only, until the marker is written.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 
 use crate::protocol::record_batch::{BatchHeader, ATTR_CONTROL, ATTR_TRANSACTIONAL};
 
@@ -160,6 +164,11 @@ pub struct ProducerStates {
     /// (first offset, producer id) of every open transaction: derived from
     /// `producers`, kept so the last stable offset is one lookup.
     open: BTreeSet<(i64, i64)>,
+    /// Producers whose open transaction here is decided to commit, its
+    /// marker not yet written. Never snapshotted: after a crash the
+    /// coordinator, whose prepare record holds the decision, writes the
+    /// marker again.
+    decided: HashSet<i64>,
 }
 
 impl ProducerStates {
@@ -218,6 +227,25 @@ impl ProducerStates {
         self.open.first().map(|&(offset, _)| offset)
     }
 
+    /// The first offset of the oldest open transaction not yet decided to
+    /// commit: where read_committed readers stop (the last stable offset),
+    /// or the log end when this is `None`.
+    pub fn first_undecided_offset(&self) -> Option<i64> {
+        self.open.iter().find(|(_, producer_id)| !self.decided.contains(producer_id)).map(|&(offset, _)| offset)
+    }
+
+    /// The coordinator has durably decided to commit this producer's open
+    /// transaction and its marker is queued here: its records are
+    /// committed, so readers need not wait for the marker's write. Returns
+    /// whether an open transaction was decided (the last stable offset may
+    /// have moved). A marker of an older epoch decides nothing.
+    pub fn decide_commit(&mut self, producer_id: i64, epoch: i16) -> bool {
+        match self.producers.get(&producer_id) {
+            Some(e) if e.txn_first.is_some() && epoch >= e.epoch => self.decided.insert(producer_id),
+            _ => false,
+        }
+    }
+
     /// Open transactions, as (first offset, producer id), oldest first.
     pub fn open_transactions(&self) -> impl Iterator<Item = (i64, i64)> + '_ {
         self.open.iter().copied()
@@ -257,6 +285,7 @@ impl ProducerStates {
         if let Some(first) = first {
             self.open.remove(&(first, producer_id));
         }
+        self.decided.remove(&producer_id);
         if commit {
             return None;
         }
@@ -464,6 +493,28 @@ mod tests {
         assert_eq!(s.end_txn(1, 3, true, 19), None);
         assert_eq!(s.check_marker(1, 2), Err(SequenceError::StaleEpoch { producer_id: 1, current: 3, got: 2 }));
         assert_eq!(s.check(&txn_header(1, 3, 0, 1, 20)), Ok(Sequenced::Append));
+    }
+
+    #[test]
+    fn a_decided_commit_stops_holding_readers_until_its_marker_ends_it() {
+        let mut s = ProducerStates::default();
+        s.record(&txn_header(1, 2, 0, 2, 10), 10);
+        s.record(&txn_header(2, 0, 0, 1, 12), 12);
+        assert!(!s.decide_commit(1, 1), "an older epoch decides nothing");
+        assert!(!s.decide_commit(3, 0), "no open transaction, nothing to decide");
+        assert_eq!(s.first_undecided_offset(), Some(10));
+        assert!(s.decide_commit(1, 2));
+        assert_eq!(s.first_undecided_offset(), Some(12), "producer 2 now holds readers");
+        assert_eq!(s.first_open_offset(), Some(10), "still open until its marker");
+        let snapshot = ProducerStates::decode(&s.encode(13)).expect("decodes").1;
+        assert_eq!(snapshot.first_undecided_offset(), Some(10), "a decision is not snapshotted");
+        assert!(s.decide_commit(2, 0));
+        assert_eq!(s.first_undecided_offset(), None);
+        assert_eq!(s.end_txn(1, 2, true, 13), None);
+        // Producer 1's next transaction is undecided again.
+        s.record(&txn_header(1, 2, 2, 1, 14), 14);
+        assert_eq!(s.first_undecided_offset(), Some(14));
+        assert_eq!(s.first_open_offset(), Some(12));
     }
 
     #[test]

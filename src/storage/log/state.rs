@@ -16,7 +16,7 @@ use glommio::sync::Semaphore;
 use crate::{
     limits::DMA_ALIGNMENT,
     metrics::buckets::{self, Buckets},
-    protocol::record_batch::{self, BatchHeader},
+    protocol::record_batch::{self, BatchHeader, TxnMarker},
     storage::{
         batch_cache::BatchCache,
         config::{Clock, LogConfig},
@@ -223,11 +223,28 @@ impl PartitionLog {
     }
 
     /// The last stable offset: the first offset of the oldest open
-    /// transaction, or the log end when none is open. A read_committed
-    /// reader sees only what lies below it.
+    /// transaction not decided to commit, or the log end when there is
+    /// none. A read_committed reader sees only what lies below it.
     pub fn last_stable_offset(&self) -> i64 {
         let st = self.state.borrow();
+        st.producers.first_undecided_offset().unwrap_or(st.next_offset)
+    }
+
+    /// The first offset of the oldest transaction whose marker is not yet
+    /// written, or the log end: compaction keeps its hands below it, since
+    /// a decision held in memory is not yet in this log.
+    pub fn first_unmarked_offset(&self) -> i64 {
+        let st = self.state.borrow();
         st.producers.first_open_offset().unwrap_or(st.next_offset)
+    }
+
+    /// The coordinator durably decided to commit `marker`'s transaction and
+    /// the marker is about to be appended here: read_committed readers may
+    /// read the transaction's records at once, not a device write later
+    /// (see `producers::ProducerStates::decide_commit`). Returns whether
+    /// the last stable offset may have moved, for waking readers.
+    pub fn commit_decided(&self, marker: &TxnMarker) -> bool {
+        marker.commit && self.state.borrow_mut().producers.decide_commit(marker.producer_id, marker.producer_epoch)
     }
 
     /// The aborted transactions overlapping `[from, upper)`, for a

@@ -299,3 +299,41 @@ fn retention_keeps_an_open_transaction_and_drops_old_aborts_with_their_files() {
         log.close().await.unwrap();
     });
 }
+
+#[test]
+fn a_decided_commit_is_readable_before_its_marker_and_open_again_after_a_crash() {
+    run(|| async {
+        let dir = tempdir();
+        let config = LogConfig::default();
+        let log = open(dir.path(), &config).await;
+        let (c, d) = (51, 52);
+        // c: 0..=2, d: 3, c: 4; c's commit is decided, its marker not yet written.
+        log.append(txn_batch(c, 0, 0, 3), Durability::Synced).await.unwrap();
+        log.append(txn_batch(d, 0, 0, 1), Durability::Synced).await.unwrap();
+        log.append(txn_batch(c, 0, 3, 1), Durability::Synced).await.unwrap();
+        assert!(!log.commit_decided(&marker(c, false)), "an abort is never decided early");
+        assert_eq!(log.last_stable_offset(), 0);
+        assert!(log.commit_decided(&marker(c, true)));
+        assert_eq!(log.last_stable_offset(), 3, "d's open transaction holds readers now");
+        assert_eq!(log.first_unmarked_offset(), 0, "compaction still waits for c's marker");
+        let below = log.read_below(0, 1 << 20, log.last_stable_offset()).await.unwrap();
+        assert_eq!(record_batch::BatchHeader::parse(&below.to_vec(), usize::MAX).unwrap().last_offset(), 2);
+        assert!(log.commit_decided(&marker(d, true)));
+        assert_eq!(log.last_stable_offset(), 5, "both decided: readers go to the log end");
+        // The broker dies before either marker is written: the decisions
+        // were held in memory only, both transactions are open again.
+        log.halt().await;
+        drop(log);
+        let log = open(dir.path(), &config).await;
+        assert_eq!(log.open_transactions(), vec![(0, c), (3, d)]);
+        assert_eq!(log.last_stable_offset(), 0);
+        // The coordinator writes the markers again from its prepare records.
+        assert!(log.commit_decided(&marker(c, true)));
+        assert_eq!(log.append_marker(marker(c, true), 0, Durability::Synced).await.unwrap().base_offset, 5);
+        assert_eq!(log.last_stable_offset(), 3);
+        assert_eq!(log.append_marker(marker(d, true), 0, Durability::Synced).await.unwrap().base_offset, 6);
+        assert_eq!(log.last_stable_offset(), 7);
+        assert!(log.aborted_index().is_empty());
+        log.close().await.unwrap();
+    });
+}
