@@ -8,13 +8,17 @@
 # reader included) pinned to CLIENT_CORE:
 #   1. throughput: unthrottled (--rate 0), THROUGHPUT_REPS (default REPS) times;
 #   2. latency: at each rate of RATES msg/s, REPS times, with a
-#      read_committed consumer timing every record end to end.
+#      read_committed consumer timing every record end to end; each time
+#      also against the null broker (`bench null-broker`, transactions
+#      in memory, nothing written), the floor of the generator, librdkafka
+#      and loopback for the same workload (FLOOR=0 leaves it out).
 # perf/transactions-summary.py prints the medians.
 #
 # Usage: perf/transactions-bench.sh     (about 4 minutes with the defaults)
 #        THROUGHPUT_REPS=0 RATES=2000 perf/transactions-bench.sh   (latency only)
 #        BROKER_BIN=/path/to/other/shardlog ...  (an A/B: another broker
 #        build under the same generator)
+#        BIN=/path/to/shardlog ...  (the generator and null broker; no build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,8 +34,11 @@ PORT="${PORT:-19192}"
 METRICS_PORT="${METRICS_PORT:-19193}"
 DATA="${DATA:-target/perf-data-txn}"
 
-cargo build --release --features rdkafka-client --bin shardlog
-BIN=target/release/shardlog
+FLOOR="${FLOOR:-1}"
+if [ -z "${BIN:-}" ]; then
+    cargo build --release --features rdkafka-client --bin shardlog
+    BIN=target/release/shardlog
+fi
 BROKER_BIN="${BROKER_BIN:-$BIN}"
 COMMIT="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src || echo -dirty)"
 OUT="${OUT:-perf/results/$(date -u +%Y%m%dT%H%M%SZ)-$COMMIT-txn}"
@@ -48,8 +55,12 @@ run() { # name, extra bench arguments
     local name="$1"
     shift
     rm -rf "$DATA/broker"
-    "$BROKER_BIN" serve --config "$OUT/broker.toml" --data-dir "$DATA/broker" --cores 1 --cpuset "$BROKER_CORE" \
-        --metrics-listen "127.0.0.1:$METRICS_PORT" --listen "127.0.0.1:$PORT" >"$OUT/broker-$name.log" 2>&1 &
+    if [[ "$name" == floor-* ]]; then
+        "$BIN" bench null-broker --listen "127.0.0.1:$PORT" --cpuset "$BROKER_CORE" >"$OUT/broker-$name.log" 2>&1 &
+    else
+        "$BROKER_BIN" serve --config "$OUT/broker.toml" --data-dir "$DATA/broker" --cores 1 --cpuset "$BROKER_CORE" \
+            --metrics-listen "127.0.0.1:$METRICS_PORT" --listen "127.0.0.1:$PORT" >"$OUT/broker-$name.log" 2>&1 &
+    fi
     local broker=$!
     for _ in $(seq 100); do
         grep -q "listening on" "$OUT/broker-$name.log" 2>/dev/null && break
@@ -72,6 +83,7 @@ for i in $(seq "$THROUGHPUT_REPS"); do
 done
 for rate in $RATES; do
     for i in $(seq "$REPS"); do
+        [ "$FLOOR" = 1 ] && run "floor-latency-$rate-$i" --rate "$rate"
         run "latency-$rate-$i" --rate "$rate"
     done
 done

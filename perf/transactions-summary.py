@@ -30,13 +30,19 @@ def med(runs, *path):
     return statistics.median(values), values
 
 
-def latency_rows(lat, rate):
+def latency_rows(lat, rate, floor):
     target = lat[0]["comparison"]["target_e2e_p99_ms_at_most"]
     for q in ("p50", "p99", "p99.9"):
         a, _ = med(lat, "without_transactions", "e2e_latency_ms", f"{q}_ms")
         b, bs = med(lat, "transactional", "e2e_latency_ms", f"{q}_ms")
         t = f"≤ {target:g} ms: {'met' if b <= target else 'not met'}" if q == "p99" else ""
         print(f"| {rate:,.0f} msg/s: read_committed e2e {q}, ms | {a:.3f} | {b:.3f} ({', '.join(f'{x:.3f}' for x in bs)}) | | {t} |")
+        if floor:
+            fa, _ = med(floor, "without_transactions", "e2e_latency_ms", f"{q}_ms")
+            fb, fbs = med(floor, "transactional", "e2e_latency_ms", f"{q}_ms")
+            below = f"target {'below' if target < fb else 'above'} the floor" if q == "p99" else ""
+            print(f"| {rate:,.0f} msg/s: null broker (floor), read_committed e2e {q}, ms | {fa:.3f} | {fb:.3f} "
+                  f"({', '.join(f'{x:.3f}' for x in fbs)}) | shardlog / floor {b / fb:.3f} | {below} |")
     for q in ("p50", "p99"):
         a, _ = med(lat, "without_transactions", "latency_ms", f"{q}_ms")
         b, _ = med(lat, "transactional", "latency_ms", f"{q}_ms")
@@ -107,14 +113,19 @@ def main(out):
     if os.path.exists(io_path):
         with open(io_path, "rb") as f:
             io = tomllib.load(f)
+    floors = load(out, "floor-latency")
     rates = sorted({r["parameters"]["rate"] for r in lat})
     for rate in rates:
         at = [r for r in lat if r["parameters"]["rate"] == rate]
-        latency_rows(at, rate)
+        latency_rows(at, rate, [r for r in floors if r["parameters"]["rate"] == rate])
         floor_rows(out, at, rate, io)
-    bad = [r["status"] for r in thr + lat if r["status"] != "ok"]
+    runs = thr + lat + floors
+    bad = [r["status"] for r in runs if r["status"] != "ok"]
     print()
-    print(f"validation: {len(thr) + len(lat) - len(bad)} of {len(thr) + len(lat)} invocations ok (every record acknowledged"
+    if floors:
+        print("floor: the same workload and generator against `shardlog bench null-broker` (transactions in memory, "
+              "nothing written), pinned where the broker is, in the same run")
+    print(f"validation: {len(runs) - len(bad)} of {len(runs)} invocations ok (every record acknowledged"
           f"{' and received read_committed' if lat else ''}, none lost, duplicated or out of order)")
 
 

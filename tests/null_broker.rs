@@ -22,6 +22,7 @@ use rdkafka::{
     client::DefaultClientContext,
     consumer::{BaseConsumer, Consumer},
     message::Message,
+    producer::{BaseProducer, BaseRecord, Producer},
     ClientConfig, Offset, TopicPartitionList,
 };
 use serde_json::Value;
@@ -186,17 +187,29 @@ fn partition_end(w: &mut common::wire::Wire, topic: &str, partition: i32) -> i64
 
 #[test]
 fn it_advertises_only_what_it_answers_and_closes_on_the_rest() {
-    use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse, FindCoordinatorRequest};
+    use kafka_protocol::messages::{
+        ApiKey, ApiVersionsRequest, ApiVersionsResponse, FindCoordinatorRequest, FindCoordinatorResponse,
+        JoinGroupRequest,
+    };
     let broker = NullBroker::start();
     let mut w = common::wire::Wire::connect(&broker.bootstrap());
     let resp: ApiVersionsResponse = w.call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
     assert_eq!(resp.error_code, 0);
     let mut keys: Vec<i16> = resp.api_keys.iter().map(|k| k.api_key).collect();
     keys.sort();
-    // Produce, Fetch, ListOffsets, Metadata, ApiVersions, CreateTopics.
-    assert_eq!(keys, vec![0, 1, 2, 3, 18, 19]);
+    // Produce, Fetch, ListOffsets, Metadata, FindCoordinator, ApiVersions,
+    // CreateTopics, InitProducerId, AddPartitionsToTxn, EndTxn.
+    assert_eq!(keys, vec![0, 1, 2, 3, 10, 18, 19, 22, 24, 26]);
+    // A group lookup finds no coordinator, so no group API follows.
+    let mut lookup = FindCoordinatorRequest::default();
+    lookup.key = kafka_protocol::protocol::StrBytes::from_static_str("some-group");
+    let found: FindCoordinatorResponse = w.call(ApiKey::FindCoordinator, 3, &lookup);
+    assert_eq!((found.error_code, found.node_id.0), (15, -1), "COORDINATOR_NOT_AVAILABLE");
+    lookup.key_type = 1;
+    let found: FindCoordinatorResponse = w.call(ApiKey::FindCoordinator, 3, &lookup);
+    assert_eq!((found.error_code, found.node_id.0, found.port), (0, 0, i32::from(broker.port)));
     // A group API is not answered: the connection is closed, nothing else.
-    w.send(ApiKey::FindCoordinator, 3, &FindCoordinatorRequest::default());
+    w.send(ApiKey::JoinGroup, 5, &JoinGroupRequest::default());
     w.stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let read = std::io::Read::read(&mut w.stream, &mut [0u8; 1]);
     let closed = match &read {
@@ -207,7 +220,7 @@ fn it_advertises_only_what_it_answers_and_closes_on_the_rest() {
     assert!(closed, "an API it does not advertise closes the connection (read gave {read:?})");
     let mut again = common::wire::Wire::connect(&broker.bootstrap());
     let resp: ApiVersionsResponse = again.call(ApiKey::ApiVersions, 0, &ApiVersionsRequest::default());
-    assert_eq!(resp.api_keys.len(), 6, "still serving other connections");
+    assert_eq!(resp.api_keys.len(), 10, "still serving other connections");
 }
 
 #[test]
@@ -258,4 +271,136 @@ fn large_requests_come_back_whole_and_the_tail_is_bounded() {
     assert_eq!(p.error_code, 0);
     assert!(p.records.is_none_or(|r| r.is_empty()), "nothing past the end");
     assert!(asked.elapsed() >= Duration::from_millis(250), "long poll returned after {:?}", asked.elapsed());
+}
+
+/// Reads `topic`'s partitions from the start at `isolation` until `n`
+/// records arrived (or 20 s passed): their values.
+fn read_values(bootstrap: &str, topic: &str, partitions: i32, isolation: &str, n: usize) -> Vec<String> {
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "nb-txn-reader") // assign() needs one; no coordinator is found
+        .set("enable.auto.commit", "false")
+        .set("isolation.level", isolation)
+        .set("fetch.wait.max.ms", "100")
+        .create()
+        .expect("consumer");
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions {
+        tpl.add_partition_offset(topic, p, Offset::Beginning).unwrap();
+    }
+    c.assign(&tpl).unwrap();
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while got.len() < n && Instant::now() < deadline {
+        if let Some(m) = c.poll(Duration::from_millis(200)) {
+            let m = m.unwrap_or_else(|e| panic!("{isolation}: consume error {e}"));
+            got.push(String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned());
+        }
+    }
+    got
+}
+
+/// On two cores (so half the markers cross to the other core), a
+/// librdkafka transactional producer commits, aborts and commits again:
+/// read_committed readers get exactly the committed records, through the
+/// last stable offset and the aborted list; read_uncommitted ones get all.
+#[test]
+fn librdkafka_transactions_commit_and_abort_through_it() {
+    let broker = NullBroker::start_on("0-1");
+    let topic = "nb-txn";
+    let admin: AdminClient<DefaultClientContext> =
+        ClientConfig::new().set("bootstrap.servers", broker.bootstrap()).create().unwrap();
+    let created = futures_lite::future::block_on(admin.create_topics(
+        &[NewTopic::new(topic, PARTITIONS, TopicReplication::Fixed(1))],
+        &AdminOptions::new().operation_timeout(Some(Duration::from_secs(10))),
+    ))
+    .unwrap();
+    assert!(created[0].is_ok(), "create topic: {:?}", created[0]);
+    let p: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", broker.bootstrap())
+        .set("transactional.id", "nb-txn-producer")
+        .create()
+        .expect("transactional producer");
+    let timeout = Duration::from_secs(20);
+    p.init_transactions(timeout).expect("init_transactions");
+    let mut committed = Vec::new();
+    for (round, commit) in [(0, true), (1, false), (2, true)] {
+        p.begin_transaction().expect("begin_transaction");
+        for i in 0..40 {
+            let value = format!("{}-{round}-{i}", if commit { "commit" } else { "abort" });
+            let partition = i % PARTITIONS;
+            p.send(BaseRecord::<(), String>::to(topic).payload(&value).partition(partition))
+                .unwrap_or_else(|(e, _)| panic!("send: {e}"));
+            if commit {
+                committed.push(value);
+            }
+        }
+        p.flush(timeout).expect("flush");
+        if commit {
+            p.commit_transaction(timeout).expect("commit_transaction");
+        } else {
+            p.abort_transaction(timeout).expect("abort_transaction");
+        }
+    }
+    // A non-transactional record after them: read_committed reaches it
+    // only past every marker.
+    p.begin_transaction().unwrap();
+    p.send(BaseRecord::<(), String>::to(topic).payload(&"last".to_string()).partition(0)).unwrap();
+    p.commit_transaction(timeout).expect("last commit");
+    committed.push("last".to_string());
+
+    let mut got = read_values(&broker.bootstrap(), topic, PARTITIONS, "read_committed", committed.len());
+    got.sort();
+    committed.sort();
+    assert_eq!(got, committed, "read_committed: exactly the committed records");
+    let all = read_values(&broker.bootstrap(), topic, PARTITIONS, "read_uncommitted", 121);
+    let distinct: std::collections::BTreeSet<&String> = all.iter().collect();
+    assert_eq!((all.len(), distinct.len()), (121, 121), "read_uncommitted: every record once, aborted ones too");
+    assert_eq!(all.iter().filter(|v| v.starts_with("abort-")).count(), 40);
+    // Each partition holds 3 + 1 markers (partition 0) or 3, taking offsets;
+    // partition p is led by node p % 2, on port + p % 2.
+    let mut nodes: Vec<_> =
+        (0..2).map(|n| common::wire::Wire::connect(&format!("127.0.0.1:{}", broker.port + n))).collect();
+    let ends: i64 = (0..PARTITIONS).map(|part| partition_end(&mut nodes[part as usize % 2], topic, part)).sum();
+    assert_eq!(ends, 120 + 1 + 3 * i64::from(PARTITIONS) + 1, "records plus one marker per partition per transaction");
+}
+
+#[test]
+fn a_transactional_bench_against_it_reads_every_committed_record_once() {
+    let broker = NullBroker::start();
+    let dir = common::tempdir().unwrap();
+    let (ok, json, log) = bench(
+        &[
+            "produce",
+            "--client",
+            "rdkafka",
+            "--transactional",
+            "--txn-interval",
+            "100ms",
+            "--bootstrap",
+            &broker.bootstrap(),
+            "--topic",
+            "nb-txn-bench",
+            "--partitions",
+            "4",
+            "--rate",
+            "1000",
+            "--record-size",
+            "128",
+            "--acks",
+            "all",
+            "--duration",
+            "2s",
+            "--warmup",
+            "1s",
+        ],
+        dir.path(),
+    );
+    assert!(ok, "bench failed: {log}");
+    let txn = &json["transactional"];
+    let n = |k: &str| txn[k].as_f64().unwrap_or_else(|| panic!("{k} missing: {json}"));
+    assert_eq!(n("sent"), 3000.0, "{log}");
+    assert_eq!(n("received"), 3000.0, "every record read back read_committed: {log}");
+    assert_eq!((n("lost"), n("duplicated"), n("out_of_order")), (0.0, 0.0, 0.0), "{log}");
+    assert!(json["comparison"]["commits"].as_f64().unwrap_or(0.0) >= 20.0, "a commit every 100 ms: {json}");
 }

@@ -14,6 +14,7 @@ pub const MESSAGE_TOO_LARGE: ErrorCode = 10;
 pub const OFFSET_METADATA_TOO_LARGE: ErrorCode = 12;
 pub const COORDINATOR_LOAD_IN_PROGRESS: ErrorCode = 14;
 pub const COORDINATOR_NOT_AVAILABLE: ErrorCode = 15;
+pub const NOT_COORDINATOR: ErrorCode = 16;
 pub const INVALID_TOPIC_EXCEPTION: ErrorCode = 17;
 pub const INVALID_REQUIRED_ACKS: ErrorCode = 21;
 pub const ILLEGAL_GENERATION: ErrorCode = 22;

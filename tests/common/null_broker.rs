@@ -16,9 +16,20 @@ impl NullBroker {
     /// Starts on a free port, on one core (the default), and waits for its
     /// "listening" line.
     pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// On the cores of `cpuset` (e.g. "0-1"), one node per core.
+    #[allow(dead_code)] // not every test binary uses it
+    pub fn start_on(cpuset: &str) -> Self {
+        Self::start_with(&["--cpuset", cpuset])
+    }
+
+    fn start_with(extra: &[&str]) -> Self {
         let port = super::broker::free_port();
         let mut child = Command::new(env!("CARGO_BIN_EXE_shardlog"))
             .args(["bench", "null-broker", "--listen", &format!("127.0.0.1:{port}")])
+            .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

@@ -11,7 +11,8 @@ use kafka_protocol::{
         create_topics_response::CreatableTopicResult,
         list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse},
         metadata_response::{MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic},
-        ApiKey, ApiVersionsResponse, CreateTopicsRequest, CreateTopicsResponse, FetchRequest, ListOffsetsRequest,
+        AddPartitionsToTxnRequest, ApiKey, ApiVersionsResponse, CreateTopicsRequest, CreateTopicsResponse,
+        EndTxnRequest, FetchRequest, FindCoordinatorRequest, InitProducerIdRequest, ListOffsetsRequest,
         ListOffsetsResponse, MetadataRequest, MetadataResponse, RequestHeader, TopicName,
     },
     protocol::{Decodable, Encodable, StrBytes},
@@ -21,23 +22,29 @@ use super::{
     connection::Conn,
     state::Core,
     tail::codes,
+    txn,
     wire::{self, FetchedPartition, ProducedPartition},
 };
 use crate::{
     limits::{BATCH_BYTES_MAX, FETCH_RESPONSE_BYTES_MAX},
-    protocol::record_batch::{patch_base_offset, BatchHeader},
+    protocol::record_batch::{patch_base_offset, BatchHeader, ATTR_CONTROL, ATTR_TRANSACTIONAL},
 };
 
 /// The APIs and versions advertised: the ones `shardlog bench` and
-/// librdkafka producers and `assign()` consumers need. Without
-/// FindCoordinator, librdkafka never looks for a group coordinator.
+/// librdkafka producers (transactional ones too, `txn.rs`) and `assign()`
+/// consumers need. FindCoordinator finds transactional ids' coordinator
+/// only; a group lookup is answered COORDINATOR_NOT_AVAILABLE.
 pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Produce, 3, 9),
     (ApiKey::Fetch, 4, 12),
     (ApiKey::ListOffsets, 1, 6),
     (ApiKey::Metadata, 0, 12),
+    (ApiKey::FindCoordinator, 0, 4),
     (ApiKey::ApiVersions, 0, 3),
     (ApiKey::CreateTopics, 2, 7),
+    (ApiKey::InitProducerId, 0, 4),
+    (ApiKey::AddPartitionsToTxn, 0, 3),
+    (ApiKey::EndTxn, 0, 3),
 ];
 
 /// Longest long poll honoured, whatever `max_wait_ms` asks (Kafka clients
@@ -98,6 +105,26 @@ pub async fn handle(core: &Rc<Core>, frame: BytesMut, conn: &mut Conn) -> Result
             let request = ListOffsetsRequest::decode(&mut body, version).map_err(|e| bad(e.to_string()))?;
             conn.push([respond(correlation_id, version, header_version, &list_offsets(core, request))?]);
         }
+        ApiKey::FindCoordinator => {
+            let request = FindCoordinatorRequest::decode(&mut body, version).map_err(|e| bad(e.to_string()))?;
+            let response = txn::find_coordinator(core, request, version);
+            conn.push([respond(correlation_id, version, header_version, &response)?]);
+        }
+        ApiKey::InitProducerId => {
+            let request = InitProducerIdRequest::decode(&mut body, version).map_err(|e| bad(e.to_string()))?;
+            let response = txn::init_producer_id(core, request).await;
+            conn.push([respond(correlation_id, version, header_version, &response)?]);
+        }
+        ApiKey::AddPartitionsToTxn => {
+            let request = AddPartitionsToTxnRequest::decode(&mut body, version).map_err(|e| bad(e.to_string()))?;
+            let response = txn::add_partitions(core, request);
+            conn.push([respond(correlation_id, version, header_version, &response)?]);
+        }
+        ApiKey::EndTxn => {
+            let request = EndTxnRequest::decode(&mut body, version).map_err(|e| bad(e.to_string()))?;
+            let response = txn::end_txn(core, request).await;
+            conn.push([respond(correlation_id, version, header_version, &response)?]);
+        }
         other => return Err(format!("{other:?} is advertised but not answered")),
     }
     Ok(())
@@ -146,13 +173,7 @@ fn produce(
     correlation: i32,
 ) -> Result<Vec<Bytes>, String> {
     let request = wire::parse_produce(&frame, body, version)?;
-    let refuse = if request.transactional {
-        Some(codes::INVALID_REQUEST) // transactions need InitProducerId, which is not offered
-    } else if !matches!(request.acks, -1..=1) {
-        Some(codes::INVALID_REQUIRED_ACKS)
-    } else {
-        None
-    };
+    let refuse = if !matches!(request.acks, -1..=1) { Some(codes::INVALID_REQUIRED_ACKS) } else { None };
     let (answers, placed) = assign_offsets(core, &frame, &request, refuse);
     for (_, _, batches) in &placed {
         for (range, base, _) in batches {
@@ -198,8 +219,11 @@ fn assign_offsets(
                     Some(batches) => {
                         let here: Placed = batches
                             .into_iter()
-                            .map(|(r, count)| {
+                            .map(|(r, count, txn_producer)| {
                                 let base = tail.reserve(count);
+                                if let Some(producer_id) = txn_producer {
+                                    tail.open_txn(producer_id, base);
+                                }
                                 (r, base, base + count - 1)
                             })
                             .collect();
@@ -229,10 +253,14 @@ fn store(core: &Core, frame: &Bytes, request: &wire::ProduceRequest, placed: Vec
     }
 }
 
-/// The record batches in a partition's records: (range, record count).
-/// `None` if any is malformed (the header is checked, not the CRC: the
-/// floor leaves out what a real broker must do with the bytes).
-fn split_batches(frame: &[u8], records: Range<usize>) -> Option<Vec<(Range<usize>, i64)>> {
+/// One batch in a request: its range, record count, and the producer id
+/// of a transactional batch.
+type Split = (Range<usize>, i64, Option<i64>);
+
+/// The record batches in a partition's records. `None` if any is malformed
+/// (the header is checked, not the CRC: the floor leaves out what a real
+/// broker must do with the bytes).
+fn split_batches(frame: &[u8], records: Range<usize>) -> Option<Vec<Split>> {
     let mut out = Vec::with_capacity(1);
     let mut pos = records.start;
     while pos < records.end {
@@ -241,14 +269,16 @@ fn split_batches(frame: &[u8], records: Range<usize>) -> Option<Vec<(Range<usize
         if end > records.end || h.records_count < 1 || h.last_offset_delta != h.records_count - 1 {
             return None;
         }
-        out.push((pos..end, i64::from(h.records_count)));
+        let transactional = h.attributes & ATTR_TRANSACTIONAL != 0 && h.attributes & ATTR_CONTROL == 0;
+        out.push((pos..end, i64::from(h.records_count), transactional.then_some(h.producer_id)));
         pos = end;
     }
     (!out.is_empty()).then_some(out)
 }
 
 /// Fetch with long poll: answers once `min_bytes` are there, a partition
-/// has an error, or `max_wait_ms` has passed; woken by every produce.
+/// has an error, or `max_wait_ms` has passed; woken by every produce and
+/// marker. A read_committed fetch reads below each last stable offset.
 async fn fetch(core: &Rc<Core>, request: FetchRequest) -> Vec<(Bytes, Vec<FetchedPartition>)> {
     let wait = Duration::from_millis(request.max_wait_ms.max(0) as u64).min(FETCH_WAIT_MAX);
     let deadline = std::time::Instant::now() + wait;
@@ -269,6 +299,7 @@ fn collect(core: &Core, request: &FetchRequest) -> (Vec<(Bytes, Vec<FetchedParti
     let mut room = (request.max_bytes.max(0) as usize).min(FETCH_RESPONSE_BYTES_MAX);
     let (mut total, mut errors) = (0, false);
     let mut out = Vec::with_capacity(request.topics.len());
+    let read_committed = request.isolation_level == 1;
     for t in &request.topics {
         let state = topics.get(t.topic.as_str());
         let mut partitions = Vec::with_capacity(t.partitions.len());
@@ -277,7 +308,9 @@ fn collect(core: &Core, request: &FetchRequest) -> (Vec<(Bytes, Vec<FetchedParti
                 index: p.partition,
                 error: 0,
                 high_watermark: -1,
+                last_stable: -1,
                 log_start: -1,
+                aborted: Vec::new(),
                 records: Vec::new(),
             };
             let tail = state.and_then(|s| s.tails.get(usize::try_from(p.partition).ok()?));
@@ -285,13 +318,17 @@ fn collect(core: &Core, request: &FetchRequest) -> (Vec<(Bytes, Vec<FetchedParti
                 None => fp.error = codes::UNKNOWN_TOPIC_OR_PARTITION,
                 Some(None) => fp.error = codes::NOT_LEADER_OR_FOLLOWER,
                 Some(Some(tail)) => {
-                    (fp.high_watermark, fp.log_start) = (tail.end, tail.start);
+                    (fp.high_watermark, fp.last_stable, fp.log_start) = (tail.end, tail.last_stable(), tail.start);
                     let limit = (p.partition_max_bytes.max(0) as usize).min(room);
+                    let upper = if read_committed { fp.last_stable } else { i64::MAX };
                     if total == 0 || limit > 0 {
-                        match tail.read(p.fetch_offset, limit, &mut fp.records) {
+                        match tail.read(p.fetch_offset, limit, upper, &mut fp.records) {
                             Ok(n) => {
                                 total += n;
                                 room = room.saturating_sub(n);
+                                if read_committed && n > 0 {
+                                    fp.aborted = tail.aborted_between(p.fetch_offset, upper);
+                                }
                             }
                             Err(code) => fp.error = code,
                         }
@@ -400,6 +437,7 @@ fn list_offsets(core: &Core, request: ListOffsetsRequest) -> ListOffsetsResponse
                 None => r.error_code = codes::UNKNOWN_TOPIC_OR_PARTITION,
                 Some(None) => r.error_code = codes::NOT_LEADER_OR_FOLLOWER,
                 Some(Some(tail)) => match p.timestamp {
+                    -1 if request.isolation_level == 1 => r.offset = tail.last_stable(),
                     -1 => r.offset = tail.end,
                     -2 => r.offset = tail.start,
                     ts => (r.offset, r.timestamp) = tail.offset_for_time(ts).unwrap_or((-1, -1)),
@@ -462,10 +500,20 @@ mod tests {
                         index: 1,
                         error: 0,
                         high_watermark: 40,
+                        last_stable: 31,
                         log_start: 2,
+                        aborted: vec![(77, 12), (78, 20)],
                         records: vec![batch.clone(), batch.clone()],
                     },
-                    FetchedPartition { index: 2, error: 1, high_watermark: 9, log_start: 0, records: vec![] },
+                    FetchedPartition {
+                        index: 2,
+                        error: 1,
+                        high_watermark: 9,
+                        last_stable: 9,
+                        log_start: 0,
+                        aborted: vec![],
+                        records: vec![],
+                    },
                 ],
             )];
             let chunks = wire::fetch_response(5, version, &topics);
@@ -478,6 +526,10 @@ mod tests {
             assert_eq!(r.responses[0].topic.as_str(), "t");
             assert_eq!(ps[0].records.as_deref(), Some(&b"stored batch bytesstored batch bytes"[..]));
             assert_eq!((ps[0].high_watermark, ps[1].error_code), (40, 1), "v{version}");
+            assert_eq!(ps[0].last_stable_offset, 31, "v{version}");
+            let aborted: Vec<(i64, i64)> =
+                ps[0].aborted_transactions.iter().flatten().map(|a| (a.producer_id.0, a.first_offset)).collect();
+            assert_eq!(aborted, vec![(77, 12), (78, 20)], "v{version}");
         }
     }
 
@@ -504,7 +556,7 @@ mod tests {
             req.encode(&mut frame, version).unwrap();
             let body = wire::skip_header(&frame, header_version >= 2).unwrap();
             let parsed = wire::parse_produce(&frame, body, version).unwrap();
-            assert_eq!((parsed.acks, parsed.transactional), (-1, false));
+            assert_eq!(parsed.acks, -1);
             assert_eq!(&frame[parsed.topics[0].name.clone()], b"orders", "v{version}");
             let (index, records) = &parsed.topics[0].partitions[0];
             assert_eq!(*index, 7);

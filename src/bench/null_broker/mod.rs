@@ -5,11 +5,13 @@
 //!
 //! It speaks just enough Kafka for `shardlog bench` and librdkafka
 //! producers and `assign()` consumers: ApiVersions, Metadata, CreateTopics,
-//! Produce, ListOffsets and Fetch, and advertises nothing else (so
-//! librdkafka never looks for a group coordinator). Produce is answered at
-//! once; the batches stay in memory only (`tail.rs`, a bounded tail per
-//! partition with their base offsets patched), and Fetch serves them back,
-//! with long poll.
+//! Produce, ListOffsets and Fetch, plus the transactional producer's
+//! FindCoordinator, InitProducerId, AddPartitionsToTxn and EndTxn
+//! (`txn.rs`), and advertises nothing else (a group lookup finds no
+//! coordinator). Produce is answered at once; the batches stay in memory
+//! only (`tail.rs`, a bounded tail per partition with their base offsets
+//! patched), and Fetch serves them back, with long poll, below the last
+//! stable offset for read_committed readers.
 //!
 //! Cheap on purpose: one pinned glommio executor per core in `--cpuset`,
 //! each a node of its own on its own port (core i listens on PORT+i and
@@ -29,6 +31,7 @@ mod connection;
 mod handlers;
 mod state;
 mod tail;
+mod txn;
 mod wire;
 
 use std::{
@@ -43,7 +46,7 @@ use glommio::{channels::channel_mesh::MeshBuilder, net::TcpListener, LocalExecut
 use self::state::{Core, PeerMessage};
 use crate::limits::{NULL_BROKER_TAIL_BYTES_DEFAULT, NULL_BROKER_TAIL_BYTES_MAX, NULL_BROKER_TAIL_BYTES_MIN};
 
-/// Room in each core-to-core channel (topic creations only).
+/// Room in each core-to-core channel (topic creations and markers).
 const MESH_CHANNEL_CAPACITY: usize = 64;
 
 #[derive(Args, Debug, Clone)]

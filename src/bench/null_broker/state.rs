@@ -5,10 +5,16 @@
 //! the others over glommio's channel mesh, and CreateTopics is answered
 //! once they all have it. Partition p of any topic is led by core
 //! p % cores, which alone holds its records.
+//!
+//! Transactions: core 0 (node 0) is every transactional id's coordinator;
+//! it keeps each id's producer and the partitions of its open transaction
+//! in memory, and at EndTxn sends each partition's marker to the core
+//! leading it over the same mesh. No decision is logged: nothing here
+//! survives the process.
 
 use std::{
     cell::{Cell, RefCell},
-    collections::HashMap,
+    collections::{BTreeSet, HashMap},
     rc::Rc,
 };
 
@@ -26,6 +32,27 @@ pub const DEFAULT_PARTITIONS: i32 = 1;
 pub enum PeerMessage {
     /// A new topic; `done` is answered once it is in the receiver's table.
     Create { name: String, partitions: i32, done: oneshot::Sender<()> },
+    /// A transaction's marker for a partition the receiver leads; `done`
+    /// gets the partition's error code once it is in the tail.
+    Marker { marker: Marker, done: oneshot::Sender<i16> },
+}
+
+/// A commit or abort marker bound for one partition.
+#[derive(Debug, Clone)]
+pub struct Marker {
+    pub topic: String,
+    pub partition: i32,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub commit: bool,
+}
+
+/// A transactional id's producer and its open transaction's partitions
+/// (held by the coordinator, core 0).
+pub struct Txn {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub partitions: BTreeSet<(String, i32)>,
 }
 
 pub struct Topic {
@@ -46,6 +73,10 @@ pub struct Core {
     tail_bytes: usize,
     pub notify: Notify,
     peers: Senders<PeerMessage>,
+    /// Transactional ids (core 0 only).
+    pub txns: RefCell<HashMap<String, Txn>>,
+    /// Producer ids handed out here: node + n × cores, unique across cores.
+    producers_given: Cell<i64>,
 }
 
 impl Core {
@@ -58,7 +89,52 @@ impl Core {
             tail_bytes,
             notify: Notify::default(),
             peers,
+            txns: RefCell::new(HashMap::new()),
+            producers_given: Cell::new(0),
         }
+    }
+
+    /// A producer id no other core gives.
+    pub fn new_producer_id(&self) -> i64 {
+        let n = self.producers_given.get();
+        self.producers_given.set(n + 1);
+        i64::from(self.node) + n * self.nodes.len() as i64
+    }
+
+    /// Writes `marker` into the partition's tail, on whichever core leads
+    /// it; answers the partition's error code.
+    pub async fn write_marker(&self, marker: Marker) -> i16 {
+        let leader = self.leader(marker.partition);
+        if leader == self.node {
+            return self.write_marker_here(&marker);
+        }
+        let (done, written) = oneshot::channel();
+        let message = PeerMessage::Marker { marker, done };
+        if self.peers.send_to(leader as usize, message).await.is_err() {
+            return codes::COORDINATOR_NOT_AVAILABLE;
+        }
+        written.await.unwrap_or(codes::COORDINATOR_NOT_AVAILABLE)
+    }
+
+    /// A marker for a partition this core leads: appended (as a control
+    /// batch) and read_committed long polls woken.
+    fn write_marker_here(&self, m: &Marker) -> i16 {
+        let mut topics = self.topics.borrow_mut();
+        let tail = topics.get_mut(&m.topic).and_then(|t| t.tails.get_mut(usize::try_from(m.partition).ok()?));
+        let Some(Some(tail)) = tail else { return codes::UNKNOWN_TOPIC_OR_PARTITION };
+        let marker = crate::protocol::record_batch::TxnMarker {
+            producer_id: m.producer_id,
+            producer_epoch: m.producer_epoch,
+            commit: m.commit,
+            coordinator_epoch: 0,
+        };
+        let now =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+        let batch = crate::protocol::record_batch::encode_control_batch(&marker, now);
+        tail.end_txn(m.producer_id, m.commit, bytes::BytesMut::from(&batch[..]));
+        drop(topics);
+        self.notify.notify();
+        codes::NONE
     }
 
     /// The node leading `partition`.
@@ -110,9 +186,16 @@ pub fn serve_peers(core: &Rc<Core>, mut receivers: Receivers<PeerMessage>) {
     for (_, stream) in receivers.streams() {
         let core = core.clone();
         glommio::spawn_local(async move {
-            while let Some(PeerMessage::Create { name, partitions, done }) = stream.recv().await {
-                core.add_topic(&name, partitions);
-                let _ = done.send(());
+            while let Some(message) = stream.recv().await {
+                match message {
+                    PeerMessage::Create { name, partitions, done } => {
+                        core.add_topic(&name, partitions);
+                        let _ = done.send(());
+                    }
+                    PeerMessage::Marker { marker, done } => {
+                        let _ = done.send(core.write_marker_here(&marker));
+                    }
+                }
             }
         })
         .detach();

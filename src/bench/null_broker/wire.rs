@@ -100,7 +100,6 @@ pub fn skip_header(frame: &[u8], flexible_header: bool) -> Result<usize, String>
 /// A Produce request, located in its frame: byte ranges, nothing copied.
 pub struct ProduceRequest {
     pub acks: i16,
-    pub transactional: bool,
     pub topics: Vec<ProduceTopic>,
 }
 
@@ -114,7 +113,7 @@ pub struct ProduceTopic {
 pub fn parse_produce(frame: &[u8], body: usize, version: i16) -> Result<ProduceRequest, String> {
     let flexible = version >= 9;
     let mut c = Cursor::new(frame, body);
-    let transactional = c.bytes(flexible, false)?.is_some();
+    let _transactional_id = c.bytes(flexible, false)?;
     let acks = c.i16()?;
     let _timeout_ms = c.i32()?;
     let n = c.count(flexible)?;
@@ -136,7 +135,7 @@ pub fn parse_produce(frame: &[u8], body: usize, version: i16) -> Result<ProduceR
         }
         topics.push(ProduceTopic { name, partitions });
     }
-    Ok(ProduceRequest { acks, transactional, topics })
+    Ok(ProduceRequest { acks, topics })
 }
 
 /// One partition's answer to a Produce request.
@@ -211,7 +210,11 @@ pub struct FetchedPartition {
     pub index: i32,
     pub error: i16,
     pub high_watermark: i64,
+    pub last_stable: i64,
     pub log_start: i64,
+    /// Aborted transactions a read_committed reader must drop, as
+    /// (producer id, first offset).
+    pub aborted: Vec<(i64, i64)>,
     /// The stored batches themselves, to be written as they are.
     pub records: Vec<Bytes>,
 }
@@ -240,11 +243,18 @@ pub fn fetch_response(correlation_id: i32, version: i16, topics: &[(Bytes, Vec<F
             cur.put_i32(p.index);
             cur.put_i16(p.error);
             cur.put_i64(p.high_watermark);
-            cur.put_i64(p.high_watermark); // last_stable_offset: no transactions
+            cur.put_i64(p.last_stable);
             if version >= 5 {
                 cur.put_i64(p.log_start);
             }
-            put_len(&mut cur, 0, flexible); // aborted_transactions
+            put_len(&mut cur, p.aborted.len(), flexible);
+            for &(producer_id, first_offset) in &p.aborted {
+                cur.put_i64(producer_id);
+                cur.put_i64(first_offset);
+                if flexible {
+                    cur.put_u8(0);
+                }
+            }
             if version >= 11 {
                 cur.put_i32(-1); // preferred_read_replica
             }
