@@ -47,6 +47,9 @@ pub fn error_code(e: &StorageError) -> ErrorCode {
             SequenceError::StaleEpoch { .. } => errors::INVALID_PRODUCER_EPOCH,
             SequenceError::UnknownProducer { .. } => errors::UNKNOWN_PRODUCER_ID,
         },
+        // The client refreshes its metadata and retries, reaching the
+        // partition's new log.
+        StorageError::Closed { .. } => errors::NOT_LEADER_OR_FOLLOWER,
         _ => errors::KAFKA_STORAGE_ERROR,
     }
 }

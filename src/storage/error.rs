@@ -39,6 +39,10 @@ pub enum StorageError {
     SyncFailed { partition: PartitionName, file: PathBuf, source: io::Error },
     /// An earlier `fdatasync` failed; writes are refused until reopen.
     WritesRefused { partition: PartitionName },
+    /// The log was closed (its topic deleted, reconfigured or moved): work
+    /// that still reached this log object is refused, since its directory
+    /// may already belong to a new one.
+    Closed { partition: PartitionName },
     /// On-disk bytes that passed recovery no longer parse.
     Corrupt { partition: PartitionName, file: PathBuf, position: u64, reason: BatchError },
     /// A data-directory file (checkpoint, index) is malformed.
@@ -86,6 +90,7 @@ impl StorageError {
                 Self::SyncFailed { partition: partition.clone(), file: file.clone(), source: io_copy(source) }
             }
             Self::WritesRefused { partition } => Self::WritesRefused { partition: partition.clone() },
+            Self::Closed { partition } => Self::Closed { partition: partition.clone() },
             Self::Corrupt { partition, file, position, reason } => Self::Corrupt {
                 partition: partition.clone(),
                 file: file.clone(),
@@ -101,7 +106,7 @@ impl StorageError {
     /// True when retrying later may succeed without operator action on the
     /// partition (Kafka answers these with a retriable error code).
     pub fn is_retriable(&self) -> bool {
-        matches!(self, Self::NoSpace { .. } | Self::DuplicateInFlight { .. })
+        matches!(self, Self::NoSpace { .. } | Self::DuplicateInFlight { .. } | Self::Closed { .. })
     }
 }
 
@@ -131,6 +136,9 @@ impl fmt::Display for StorageError {
             ),
             Self::WritesRefused { partition } => {
                 write!(f, "partition {partition}: writes refused after an earlier fdatasync failure; reopen to recover")
+            }
+            Self::Closed { partition } => {
+                write!(f, "partition {partition}: this log was closed (topic deleted, reconfigured or moved); retry")
             }
             Self::Corrupt { partition, file, position, reason } => {
                 write!(f, "partition {partition}: corrupt batch in {} at byte {position}: {reason}", file.display())

@@ -57,6 +57,7 @@ impl PartitionLog {
     pub(crate) async fn begin_compaction(&self) -> Option<CompactionPass<'_>> {
         let clean = self.clean_permit.acquire_permit(1).await.expect("clean permit: never closed");
         self.settle().await;
+        self.ensure_open().ok()?;
         let active_base = self.state.borrow().active().base_offset;
         if Some(active_base) == self.cleaned_up_to.get() {
             return None;
@@ -84,7 +85,7 @@ impl<'a> CompactionPass<'a> {
     pub(crate) async fn lock_sealed(&self, group: &[SegmentSnapshot]) -> Option<SealedLock<'a>> {
         let log = self.log;
         let write = log.write_permit.acquire_permit(1).await.expect("write permit: never closed");
-        if !group.iter().all(|g| log.still_sealed(g.base, &g.file)) {
+        if log.ensure_open().is_err() || !group.iter().all(|g| log.still_sealed(g.base, &g.file)) {
             return None;
         }
         let bases = group.iter().map(|g| g.base).collect();

@@ -51,6 +51,7 @@ impl PartitionLog {
             tail,
             cache: BatchCache::new(config.cache_bytes),
             failed: false,
+            closed: false,
             pending: Vec::new(),
             producers: ProducerStates::default(),
             aborted: AbortedIndex::default(),
@@ -151,10 +152,15 @@ impl PartitionLog {
 
     /// Flushes, seals the active segment and records a checkpoint so the next
     /// open needs no validation. After a failed sync nothing is vouched for.
+    /// Whatever reaches the log afterwards (an append queued behind this,
+    /// a maintenance pass that still holds it) is refused: the directory
+    /// may be opened again, by a new log object, as soon as this returns.
     pub async fn close(&self) -> Result<(), StorageError> {
         let _permit = self.write_permit.acquire_permit(1).await.expect("write permit: never closed");
         self.settle().await;
-        self.ensure_writable()?;
+        let writable = self.ensure_writable();
+        self.state.borrow_mut().closed = true;
+        writable?;
         self.seal_active().await?;
         self.write_checkpoint().await
     }

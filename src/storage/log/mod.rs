@@ -32,6 +32,8 @@
 
 mod append;
 mod cleaning;
+#[cfg(test)]
+mod close_tests;
 mod group_commit;
 mod lifecycle;
 mod read;

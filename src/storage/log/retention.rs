@@ -24,7 +24,7 @@ impl PartitionLog {
         self.settle().await;
         let _permit = self.write_permit.acquire_permit(1).await.expect("write permit: never closed");
         self.settle().await;
-        if !self.config.delete {
+        if !self.config.delete || self.ensure_open().is_err() {
             return Ok(RetentionOutcome { log_start: self.log_start(), ..RetentionOutcome::default() });
         }
         let now = self.clock.now_ms();
@@ -75,6 +75,7 @@ impl PartitionLog {
         self.settle().await;
         let _permit = self.write_permit.acquire_permit(1).await.expect("write permit: never closed");
         self.settle().await;
+        self.ensure_open()?;
         let (log_start, log_end) = (self.log_start(), self.log_end());
         let target = if offset == -1 { log_end } else { offset };
         if !(0..=log_end).contains(&target) {

@@ -103,6 +103,9 @@ pub(super) struct LogState {
     pub(super) cache: BatchCache,
     /// Set when an fdatasync failed: writes are refused until reopen.
     pub(super) failed: bool,
+    /// Set by `close`: from then on its directory may belong to a new log
+    /// object, so nothing is written, trimmed or replaced through this one.
+    pub(super) closed: bool,
     /// Appends queued for the next flush, in arrival order.
     pub(super) pending: Vec<Pending>,
     /// Idempotent producers seen here (see `storage::producers`).
@@ -282,8 +285,17 @@ impl PartitionLog {
         st.producers.record(header, header.base_offset);
     }
 
-    /// Refuses writes once an fdatasync failed (see `group_commit`).
+    /// Refuses writes once the log was closed, or an fdatasync failed (see
+    /// `group_commit`).
+    pub(super) fn ensure_open(&self) -> Result<(), StorageError> {
+        if self.state.borrow().closed {
+            return Err(StorageError::Closed { partition: self.name.clone() });
+        }
+        Ok(())
+    }
+
     pub(super) fn ensure_writable(&self) -> Result<(), StorageError> {
+        self.ensure_open()?;
         if self.state.borrow().failed {
             return Err(StorageError::WritesRefused { partition: self.name.clone() });
         }
