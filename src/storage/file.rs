@@ -335,10 +335,7 @@ mod tests {
 
     #[test]
     fn a_direct_read_past_an_unaligned_end_returns_up_to_the_end() {
-        // Direct I/O needs a real file system, not the tmpfs /tmp may be.
-        let base = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target").join("unit-tmp");
-        std::fs::create_dir_all(&base).unwrap();
-        let dir = tempfile::tempdir_in(base).unwrap();
+        let dir = crate::storage::testing::tempdir();
         let path = dir.path().join("segment");
         let content: Vec<u8> = (0..5000u32).map(|i| (i % 251) as u8).collect();
         std::fs::write(&path, &content).unwrap();
@@ -357,9 +354,7 @@ mod tests {
     #[test]
     fn a_direct_read_racing_an_extending_write_sees_no_error() {
         use std::os::unix::fs::FileExt;
-        let base = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target").join("unit-tmp");
-        std::fs::create_dir_all(&base).unwrap();
-        let dir = tempfile::tempdir_in(base).unwrap();
+        let dir = crate::storage::testing::tempdir();
         let path = dir.path().join("segment");
         let content: Vec<u8> = (0..8192u32).map(|i| (i % 251) as u8).collect();
         std::fs::write(&path, &content[..5000]).unwrap();

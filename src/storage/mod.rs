@@ -19,6 +19,8 @@ pub mod producers;
 pub mod recovery;
 pub mod segment;
 pub mod swap;
+#[cfg(test)]
+pub(crate) mod testing;
 pub mod txn_index;
 pub mod zero_ahead;
 

@@ -11,7 +11,11 @@ use bytes::BytesMut;
 use super::{Durability, PartitionLog};
 use crate::{
     protocol::record_batch::{self, Record},
-    storage::{error::StorageError, Clock, Faults, LogConfig, PartitionName},
+    storage::{
+        error::StorageError,
+        testing::{open_log, run, tempdir},
+        LogConfig,
+    },
 };
 
 fn batch(i: usize) -> BytesMut {
@@ -21,22 +25,7 @@ fn batch(i: usize) -> BytesMut {
 }
 
 async fn open(dir: &Path, config: &LogConfig) -> Rc<PartitionLog> {
-    let name = PartitionName("closing-0".to_string());
-    let (log, _) = PartitionLog::open(dir, name, config.clone(), Clock::System, Faults::default())
-        .await
-        .unwrap_or_else(|e| panic!("open {}: {e}", dir.display()));
-    Rc::new(log)
-}
-
-fn run<Fut: std::future::Future<Output = ()> + 'static>(f: impl FnOnce() -> Fut + Send + 'static) {
-    glommio::LocalExecutorBuilder::default().spawn(f).expect("executor").join().expect("test thread");
-}
-
-fn tempdir() -> tempfile::TempDir {
-    // Direct I/O needs a real file system, not the tmpfs /tmp may be.
-    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("target").join("unit-tmp");
-    std::fs::create_dir_all(&base).expect("create target/unit-tmp");
-    tempfile::tempdir_in(base).expect("tempdir")
+    open_log(dir, "closing-0", config).await
 }
 
 fn files(dir: &Path) -> Vec<String> {

@@ -285,8 +285,7 @@ impl PartitionLog {
         st.producers.record(header, header.base_offset);
     }
 
-    /// Refuses writes once the log was closed, or an fdatasync failed (see
-    /// `group_commit`).
+    /// Refuses any work once the log was closed (see `close`).
     pub(super) fn ensure_open(&self) -> Result<(), StorageError> {
         if self.state.borrow().closed {
             return Err(StorageError::Closed { partition: self.name.clone() });
@@ -294,9 +293,14 @@ impl PartitionLog {
         Ok(())
     }
 
+    /// Refuses writes once the log was closed, or an fdatasync failed (see
+    /// `group_commit`).
     pub(super) fn ensure_writable(&self) -> Result<(), StorageError> {
-        self.ensure_open()?;
-        if self.state.borrow().failed {
+        let st = self.state.borrow();
+        if st.closed {
+            return Err(StorageError::Closed { partition: self.name.clone() });
+        }
+        if st.failed {
             return Err(StorageError::WritesRefused { partition: self.name.clone() });
         }
         Ok(())

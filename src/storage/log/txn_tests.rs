@@ -9,7 +9,11 @@ use bytes::BytesMut;
 use super::{Durability, PartitionLog};
 use crate::{
     protocol::record_batch::{self, Record, TxnMarker},
-    storage::{producers::AbortedTxn, Clock, Faults, LogConfig, PartitionName},
+    storage::{
+        producers::AbortedTxn,
+        testing::{open_log, run, tempdir},
+        LogConfig,
+    },
 };
 
 /// A transactional batch of `n` records, laid out by hand: attributes
@@ -35,22 +39,7 @@ fn marker(producer_id: i64, commit: bool) -> TxnMarker {
 }
 
 async fn open(dir: &Path, config: &LogConfig) -> Rc<PartitionLog> {
-    let name = PartitionName("txn-test-0".to_string());
-    let (log, _) = PartitionLog::open(dir, name, config.clone(), Clock::System, Faults::default())
-        .await
-        .unwrap_or_else(|e| panic!("open {}: {e}", dir.display()));
-    Rc::new(log)
-}
-
-fn run<Fut: std::future::Future<Output = ()> + 'static>(f: impl FnOnce() -> Fut + Send + 'static) {
-    glommio::LocalExecutorBuilder::default().spawn(f).expect("executor").join().expect("test thread");
-}
-
-fn tempdir() -> tempfile::TempDir {
-    // Direct I/O needs a real file system, not the tmpfs /tmp may be.
-    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("target").join("unit-tmp");
-    std::fs::create_dir_all(&base).expect("create target/unit-tmp");
-    tempfile::tempdir_in(base).expect("tempdir")
+    open_log(dir, "txn-test-0", config).await
 }
 
 #[test]
