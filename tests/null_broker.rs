@@ -23,7 +23,7 @@ use rdkafka::{
     consumer::{BaseConsumer, Consumer},
     message::Message,
     producer::{BaseProducer, BaseRecord, Producer},
-    ClientConfig, Offset, TopicPartitionList,
+    ClientConfig,
 };
 use serde_json::Value;
 
@@ -88,18 +88,13 @@ fn librdkafka_produces_and_reads_back_every_record() {
         assert_eq!(offsets, dense, "partition {p}: offsets assigned from 0 without gaps");
     }
 
-    let c: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", broker.bootstrap())
-        .set("group.id", "nb-verify") // assign() needs one; no coordinator is used
-        .set("enable.auto.commit", "false")
-        .set("fetch.wait.max.ms", "200")
-        .create()
-        .expect("consumer");
-    let mut tpl = TopicPartitionList::new();
-    for p in 0..PARTITIONS {
-        tpl.add_partition_offset(TOPIC, p, Offset::Beginning).unwrap();
-    }
-    c.assign(&tpl).unwrap();
+    let c = common::consume::from_start(
+        &broker.bootstrap(),
+        "nb-verify",
+        TOPIC,
+        PARTITIONS,
+        &[("fetch.wait.max.ms", "200")],
+    );
     let mut got = Expected::new();
     consume_until(&c, &mut got, &expected, "first 12,000");
 
@@ -276,19 +271,8 @@ fn large_requests_come_back_whole_and_the_tail_is_bounded() {
 /// Reads `topic`'s partitions from the start at `isolation` until `n`
 /// records arrived (or 20 s passed): their values.
 fn read_values(bootstrap: &str, topic: &str, partitions: i32, isolation: &str, n: usize) -> Vec<String> {
-    let c: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("group.id", "nb-txn-reader") // assign() needs one; no coordinator is found
-        .set("enable.auto.commit", "false")
-        .set("isolation.level", isolation)
-        .set("fetch.wait.max.ms", "100")
-        .create()
-        .expect("consumer");
-    let mut tpl = TopicPartitionList::new();
-    for p in 0..partitions {
-        tpl.add_partition_offset(topic, p, Offset::Beginning).unwrap();
-    }
-    c.assign(&tpl).unwrap();
+    let settings = [("isolation.level", isolation), ("fetch.wait.max.ms", "100")];
+    let c = common::consume::from_start(bootstrap, "nb-txn-reader", topic, partitions, &settings);
     let mut got = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(20);
     while got.len() < n && Instant::now() < deadline {

@@ -22,9 +22,8 @@ use common::{
 use rdkafka::{
     admin::{AdminClient, AdminOptions, AlterConfig, NewTopic, ResourceSpecifier, TopicReplication},
     client::DefaultClientContext,
-    consumer::{BaseConsumer, Consumer},
     message::Message,
-    ClientConfig, Offset, TopicPartitionList,
+    ClientConfig,
 };
 
 const TOPIC: &str = "reconfigured";
@@ -83,17 +82,7 @@ fn records_acknowledged_while_the_topic_is_reconfigured_are_all_kept_once() {
         let previous = acknowledged.insert((d.partition, d.offset), format!("record-{}", d.id));
         assert!(previous.is_none(), "{}-{} acknowledged twice", d.partition, d.offset);
     }
-    let c: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", broker.bootstrap())
-        .set("group.id", "reconfigure-checker")
-        .set("enable.auto.commit", "false")
-        .create()
-        .expect("consumer");
-    let mut tpl = TopicPartitionList::new();
-    for p in 0..PARTITIONS {
-        tpl.add_partition_offset(TOPIC, p, Offset::Beginning).unwrap();
-    }
-    c.assign(&tpl).unwrap();
+    let c = common::consume::from_start(&broker.bootstrap(), "reconfigure-checker", TOPIC, PARTITIONS, &[]);
     let mut held: BTreeMap<(i32, i64), String> = BTreeMap::new();
     let deadline = Instant::now() + Duration::from_secs(60);
     while held.len() < RECORDS && Instant::now() < deadline {

@@ -20,7 +20,6 @@ impl NullBroker {
     }
 
     /// On the cores of `cpuset` (e.g. "0-1"), one node per core.
-    #[allow(dead_code)] // not every test binary uses it
     pub fn start_on(cpuset: &str) -> Self {
         Self::start_with(&["--cpuset", cpuset])
     }
