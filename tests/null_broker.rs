@@ -388,3 +388,77 @@ fn a_transactional_bench_against_it_reads_every_committed_record_once() {
     assert_eq!((n("lost"), n("duplicated"), n("out_of_order")), (0.0, 0.0, 0.0), "{log}");
     assert!(json["comparison"]["commits"].as_f64().unwrap_or(0.0) >= 20.0, "a commit every 100 ms: {json}");
 }
+
+/// Every version advertised for the transactional APIs answers, decoded
+/// by the protocol crate: FindCoordinator v0–4 (v0 has no key type, so it
+/// is a group lookup, which finds none), InitProducerId v0–4,
+/// AddPartitionsToTxn v0–3 and EndTxn v0–3.
+#[test]
+fn every_advertised_version_of_the_transactional_apis_answers() {
+    use common::wire::{create_topic, topic_name, Wire};
+    use kafka_protocol::{
+        messages::{
+            add_partitions_to_txn_request::AddPartitionsToTxnTopic, AddPartitionsToTxnRequest,
+            AddPartitionsToTxnResponse, ApiKey, EndTxnRequest, EndTxnResponse, FindCoordinatorRequest,
+            FindCoordinatorResponse, InitProducerIdRequest, InitProducerIdResponse, ProducerId, TransactionalId,
+        },
+        protocol::StrBytes,
+    };
+    let broker = NullBroker::start();
+    let mut w = Wire::connect(&broker.bootstrap());
+    assert_eq!(create_topic(&mut w, "nb-versions", 2), 0);
+    for version in 0..=4i16 {
+        let id = format!("nb-versions-{version}");
+        let mut lookup = FindCoordinatorRequest::default();
+        lookup.key_type = if version == 0 { 0 } else { 1 };
+        if version >= 4 {
+            lookup.coordinator_keys = vec![StrBytes::from_string(id.clone())];
+        } else {
+            lookup.key = StrBytes::from_string(id.clone());
+        }
+        let found: FindCoordinatorResponse = w.call(ApiKey::FindCoordinator, version, &lookup);
+        let (error, node) = match found.coordinators.first() {
+            Some(c) if version >= 4 => (c.error_code, c.node_id.0),
+            _ => (found.error_code, found.node_id.0),
+        };
+        let wanted = if version == 0 { (15, -1) } else { (0, 0) };
+        assert_eq!((error, node), wanted, "FindCoordinator v{version}");
+
+        let mut init = InitProducerIdRequest::default();
+        init.transactional_id = Some(TransactionalId(StrBytes::from_string(id.clone())));
+        init.transaction_timeout_ms = 60_000;
+        init.producer_id = ProducerId(-1);
+        init.producer_epoch = -1;
+        let given: InitProducerIdResponse = w.call(ApiKey::InitProducerId, version, &init);
+        assert_eq!((given.error_code, given.producer_epoch), (0, 0), "InitProducerId v{version}");
+        assert!(given.producer_id.0 >= 0, "InitProducerId v{version}: {:?}", given.producer_id);
+        if version > 3 {
+            continue;
+        }
+        let mut topic = AddPartitionsToTxnTopic::default();
+        topic.name = topic_name("nb-versions");
+        topic.partitions = vec![0, 1];
+        let mut add = AddPartitionsToTxnRequest::default();
+        add.v3_and_below_transactional_id = TransactionalId(StrBytes::from_string(id.clone()));
+        add.v3_and_below_producer_id = given.producer_id;
+        add.v3_and_below_producer_epoch = given.producer_epoch;
+        add.v3_and_below_topics = vec![topic];
+        let added: AddPartitionsToTxnResponse = w.call(ApiKey::AddPartitionsToTxn, version, &add);
+        let codes: Vec<i16> = added.results_by_topic_v3_and_below[0]
+            .results_by_partition
+            .iter()
+            .map(|p| p.partition_error_code)
+            .collect();
+        assert_eq!(codes, vec![0, 0], "AddPartitionsToTxn v{version}");
+        let mut end = EndTxnRequest::default();
+        end.transactional_id = TransactionalId(StrBytes::from_string(id));
+        end.producer_id = given.producer_id;
+        end.producer_epoch = given.producer_epoch;
+        end.committed = version % 2 == 0;
+        let ended: EndTxnResponse = w.call(ApiKey::EndTxn, version, &end);
+        assert_eq!(ended.error_code, 0, "EndTxn v{version}");
+    }
+    // Each EndTxn wrote a marker into both partitions: 4 transactions.
+    let ends: i64 = (0..2).map(|p| partition_end(&mut w, "nb-versions", p)).sum();
+    assert_eq!(ends, 8);
+}
