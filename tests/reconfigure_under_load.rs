@@ -28,7 +28,11 @@ use rdkafka::{
 
 const TOPIC: &str = "reconfigured";
 const PARTITIONS: i32 = 4;
-const RECORDS: usize = 40_000;
+/// Reconfigurations made while producing.
+const CHANGES: usize = 10;
+/// Records sent at least, and at most.
+const MIN_RECORDS: usize = 5_000;
+const MAX_RECORDS: usize = 1_000_000;
 
 fn opts() -> AdminOptions {
     AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)))
@@ -46,35 +50,35 @@ fn records_acknowledged_while_the_topic_is_reconfigured_are_all_kept_once() {
     .unwrap();
     assert!(created[0].is_ok(), "create topic: {:?}", created[0]);
 
-    let producing = Arc::new(AtomicBool::new(true));
+    // The producer keeps sending until every reconfiguration is done (and
+    // at least MIN_RECORDS), however fast the machine, so each one lands
+    // while records go in.
+    let reconfigured = Arc::new(AtomicBool::new(false));
     let bootstrap = broker.bootstrap();
-    let flag = producing.clone();
+    let done = reconfigured.clone();
     let producer = std::thread::spawn(move || {
-        let records = (0..RECORDS).map(|i| Outgoing {
-            id: i,
-            key: None,
-            value: format!("record-{i}").into_bytes(),
-            partition: Some((i % PARTITIONS as usize) as i32),
-            timestamp: None,
-        });
+        let records =
+            (0..MAX_RECORDS).take_while(|&i| i < MIN_RECORDS || !done.load(Ordering::SeqCst)).map(|i| Outgoing {
+                id: i,
+                key: None,
+                value: format!("record-{i}").into_bytes(),
+                partition: Some((i % PARTITIONS as usize) as i32),
+                timestamp: None,
+            });
         let settings = [("acks", "all"), ("linger.ms", "0"), ("enable.idempotence", "true")];
-        let delivered = produce_all(&bootstrap, TOPIC, &settings, records);
-        flag.store(false, Ordering::SeqCst);
-        delivered
+        produce_all(&bootstrap, TOPIC, &settings, records)
     });
-    // Reconfigure again and again while the records go in.
-    let mut changes = 0;
-    let started = Instant::now();
-    while producing.load(Ordering::SeqCst) && started.elapsed() < Duration::from_secs(60) {
-        let retention = format!("{}", 3_600_000 + changes);
+    for change in 0..CHANGES {
+        let retention = format!("{}", 3_600_000 + change);
         let change = AlterConfig::new(ResourceSpecifier::Topic(TOPIC)).set("retention.ms", &retention);
         let altered = futures_lite::future::block_on(admin.alter_configs(&[change], &opts())).expect("alter configs");
         assert!(altered[0].is_ok(), "{altered:?}");
-        changes += 1;
         std::thread::sleep(Duration::from_millis(20));
     }
+    reconfigured.store(true, Ordering::SeqCst);
     let delivered = producer.join().expect("producer thread");
-    assert!(changes >= 5, "only {changes} reconfigurations happened while producing");
+    let records = delivered.len();
+    assert!(records < MAX_RECORDS, "the producer ran out of records before the reconfigurations were done");
 
     // Where each record was acknowledged, against what the log holds.
     let mut acknowledged: BTreeMap<(i32, i64), String> = BTreeMap::new();
@@ -85,7 +89,7 @@ fn records_acknowledged_while_the_topic_is_reconfigured_are_all_kept_once() {
     let c = common::consume::from_start(&broker.bootstrap(), "reconfigure-checker", TOPIC, PARTITIONS, &[]);
     let mut held: BTreeMap<(i32, i64), String> = BTreeMap::new();
     let deadline = Instant::now() + Duration::from_secs(60);
-    while held.len() < RECORDS && Instant::now() < deadline {
+    while held.len() < records && Instant::now() < deadline {
         if let Some(m) = c.poll(Duration::from_millis(200)) {
             let m = m.expect("consume");
             let value = String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned();
@@ -95,10 +99,10 @@ fn records_acknowledged_while_the_topic_is_reconfigured_are_all_kept_once() {
     let missing: Vec<_> = acknowledged.iter().filter(|(at, v)| held.get(at) != Some(v)).take(5).collect();
     assert!(
         missing.is_empty(),
-        "{changes} reconfigurations: acknowledged records not in the log as acknowledged: {missing:?}"
+        "{CHANGES} reconfigurations: acknowledged records not in the log as acknowledged: {missing:?}"
     );
     let mut values: Vec<&String> = held.values().collect();
     values.sort();
     values.dedup();
-    assert_eq!((held.len(), values.len()), (RECORDS, RECORDS), "every record held once, nothing else");
+    assert_eq!((held.len(), values.len()), (records, records), "every record held once, nothing else");
 }
