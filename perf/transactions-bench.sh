@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # What transactions cost (issue 16's benchmark): `shardlog bench produce
-# --client rdkafka --transactional --txn-interval 100ms`, which runs the
-# librdkafka workload without transactions and then with a transactional
-# producer committing every interval. 1 KiB records, 16 partitions, acks=all
-# (a transactional producer's), a fresh broker with one shard pinned to
-# BROKER_CORE, the generator (librdkafka's threads and the read_committed
-# reader included) pinned to CLIENT_CORE:
+# --transactional --txn-interval 100ms`, which runs the workload without
+# transactions and then with a transactional producer committing every
+# interval. CLIENT=native (the default) is our generator: its producer, its
+# transaction coordinator conversation and its read_committed fetchers on
+# one event loop; CLIENT=rdkafka is librdkafka's transactional producer and
+# a librdkafka read_committed consumer. 1 KiB records, 16 partitions,
+# acks=all (a transactional producer's), a fresh broker with one shard
+# pinned to BROKER_CORE, the generator (every thread of it) pinned to
+# CLIENT_CORE:
 #   1. throughput: unthrottled (--rate 0), THROUGHPUT_REPS (default REPS) times;
 #   2. latency: at each rate of RATES msg/s, REPS times, with a
 #      read_committed consumer timing every record end to end; each time
@@ -35,6 +38,7 @@ METRICS_PORT="${METRICS_PORT:-19193}"
 DATA="${DATA:-target/perf-data-txn}"
 
 FLOOR="${FLOOR:-1}"
+CLIENT="${CLIENT:-native}"
 if [ -z "${BIN:-}" ]; then
     cargo build --release --features rdkafka-client --bin shardlog
     BIN=target/release/shardlog
@@ -68,9 +72,10 @@ run() { # name, extra bench arguments
     done
     taskset -c "$CLIENT_CORE" "$BIN" bench produce --bootstrap "127.0.0.1:$PORT" --topic txn-bench \
         --partitions 16 --record-size 1024 --acks all --duration "$DURATION" --warmup "$WARMUP" \
-        --cores "$CLIENT_CORE" --client rdkafka --transactional --txn-interval "$INTERVAL" \
+        --cores "$CLIENT_CORE" --client "$CLIENT" --transactional --txn-interval "$INTERVAL" \
         --topic-config retention.bytes=268435456 --topic-config segment.bytes=67108864 \
-        --output "$OUT" --name "$name" "$@" 2>&1 | tr '\r' '\n' | grep -v '^rdkafka produce \[' >"$OUT/$name.log"
+        --output "$OUT" --name "$name" "$@" 2>&1 | tr '\r' '\n' | grep -v -E '^(rdkafka produce|plain e2e|transactional e2e|plain produce|transactional produce) \[' \
+        >"$OUT/$name.log"
     # The broker's own stage histograms: where EndTxn's time went.
     curl -s "http://127.0.0.1:$METRICS_PORT/metrics" >"$OUT/metrics-$name.txt" || true
     kill -TERM "$broker"

@@ -35,7 +35,7 @@ use crate::{
     },
     protocol::{
         client::{request_frame, Response},
-        record_batch::{read_records, BatchHeader},
+        record_batch::{read_records, BatchHeader, ATTR_CONTROL, ATTR_TRANSACTIONAL},
     },
 };
 
@@ -46,6 +46,15 @@ pub enum Check {
     Stamps { run: u32 },
     /// consume: offsets, each once and in order, up to the end offsets.
     Offsets,
+}
+
+/// The fetch requests' shape.
+#[derive(Debug, Clone, Copy)]
+pub struct Shape {
+    pub partition_max_bytes: i32,
+    /// read_committed: records up to the last stable offset, without
+    /// aborted transactions' records or transaction markers.
+    pub read_committed: bool,
 }
 
 /// What the progress line and the final tally read of one fetcher. The
@@ -131,7 +140,7 @@ pub fn plan(
     start: BTreeMap<i32, i64>,
     end: Option<BTreeMap<i32, i64>>,
     check: Check,
-    partition_max_bytes: i32,
+    shape: Shape,
     clock: Clock,
 ) -> Result<(ConsumeRun, Vec<Job>), String> {
     let stop = Arc::new(AtomicBool::new(false));
@@ -167,7 +176,7 @@ pub fn plan(
                     topic: TopicName(StrBytes::from_string(topic)),
                     version,
                     check,
-                    partition_max_bytes,
+                    shape,
                     clock,
                     stop,
                     end,
@@ -186,7 +195,7 @@ struct Fetcher {
     topic: TopicName,
     version: i16,
     check: Check,
-    partition_max_bytes: i32,
+    shape: Shape,
     clock: Clock,
     stop: Arc<AtomicBool>,
     end: Option<BTreeMap<i32, i64>>,
@@ -221,7 +230,7 @@ impl Fetcher {
                     let mut fp = FetchPartition::default();
                     fp.partition = p;
                     fp.fetch_offset = offset;
-                    fp.partition_max_bytes = self.partition_max_bytes;
+                    fp.partition_max_bytes = self.shape.partition_max_bytes;
                     fp.current_leader_epoch = -1;
                     fp.log_start_offset = -1;
                     fp
@@ -233,6 +242,7 @@ impl Fetcher {
             req.min_bytes = 1;
             req.max_bytes = 50 << 20;
             req.session_epoch = -1;
+            req.isolation_level = i8::from(self.shape.read_committed);
             req.topics = vec![topic];
             correlation = correlation.wrapping_add(1);
             let frame = request_frame(ApiKey::Fetch, self.version, correlation, Some(CLIENT_ID), &req)
@@ -261,7 +271,13 @@ impl Fetcher {
                             return Err(fetch_error(self.topic.0.as_str(), p.partition_index, from, p.error_code));
                         }
                         let records = p.records.as_deref().unwrap_or(&[]);
-                        let next = self.take(&mut c, p.partition_index, from, records, now_ns)?;
+                        let aborted: Vec<(i64, i64)> = p
+                            .aborted_transactions
+                            .iter()
+                            .flatten()
+                            .map(|a| (a.first_offset, a.producer_id.0))
+                            .collect();
+                        let next = self.take(&mut c, p.partition_index, from, (records, aborted), now_ns)?;
                         if next > from {
                             advanced.push((p.partition_index, next));
                         }
@@ -276,16 +292,20 @@ impl Fetcher {
         Ok(())
     }
 
-    /// Checks and times the records of one partition's fetched bytes;
-    /// returns the next offset to fetch.
+    /// Checks and times the records of one partition's fetched bytes (and,
+    /// read_committed, the aborted transactions listed with them: (first
+    /// offset, producer id)); returns the next offset to fetch.
     fn take(
         &mut self,
         c: &mut ConsumeCounts,
         partition: i32,
         from: i64,
-        mut bytes: &[u8],
+        (mut bytes, mut aborted): (&[u8], Vec<(i64, i64)>),
         now_ns: i64,
     ) -> Result<i64, String> {
+        aborted.sort_unstable();
+        let mut aborted = aborted.into_iter().peekable();
+        let mut aborting = std::collections::BTreeSet::new();
         let mut next = from;
         let where_ = |offset: i64| format!("{}-{partition} at offset {offset}", self.topic.0.as_str());
         while bytes.len() >= crate::protocol::record_batch::HEADER_BYTES {
@@ -296,6 +316,10 @@ impl Fetcher {
             let batch = &bytes[..h.total_bytes()];
             bytes = &bytes[h.total_bytes()..];
             if h.last_offset() < next {
+                continue;
+            }
+            if matches!(self.check, Check::Stamps { .. }) && self.skip(&h, &mut aborted, &mut aborting) {
+                next = h.last_offset() + 1;
                 continue;
             }
             let records = read_records(batch).map_err(|e| format!("{}: {e}", where_(h.base_offset)))?;
@@ -337,6 +361,31 @@ impl Fetcher {
             next = h.last_offset() + 1;
         }
         Ok(next)
+    }
+}
+
+impl Fetcher {
+    /// End to end, a batch that holds no record of the producer's: a
+    /// transaction marker, or (read_committed) a batch of an aborted
+    /// transaction, from its first offset on until its abort marker, as
+    /// Kafka's clients filter with the fetch's aborted list.
+    fn skip(
+        &self,
+        h: &BatchHeader,
+        aborted: &mut std::iter::Peekable<std::vec::IntoIter<(i64, i64)>>,
+        aborting: &mut std::collections::BTreeSet<i64>,
+    ) -> bool {
+        while let Some((_, producer)) = aborted.next_if(|(first, _)| *first <= h.base_offset) {
+            aborting.insert(producer);
+        }
+        let transactional = h.attributes & ATTR_TRANSACTIONAL != 0;
+        if h.attributes & ATTR_CONTROL != 0 {
+            if transactional {
+                aborting.remove(&h.producer_id);
+            }
+            return true;
+        }
+        self.shape.read_committed && transactional && aborting.contains(&h.producer_id)
     }
 }
 

@@ -1,9 +1,11 @@
 //! What a run measured: histograms and counts, shared between the threads
 //! that record them and the one that prints progress.
 
-use std::collections::BTreeMap;
+use std::{collections::BTreeMap, time::Instant};
 
 use hdrhistogram::Histogram;
+
+use super::{payload::Pending, Clock};
 
 /// Latencies are recorded in microseconds, 1 µs to 1 hour, 3 significant
 /// digits.
@@ -47,6 +49,10 @@ pub struct ProduceCounts {
     pub failures: Vec<String>,
     /// (stream, partition) → records acknowledged (sequence numbers 0..n).
     pub acked_by_stream: BTreeMap<(u32, i32), u64>,
+    /// Transactions committed (native transactional runs).
+    pub commits: u64,
+    /// Each commit slot → EndTxn answered, microseconds.
+    pub commit: Histogram<u64>,
 }
 
 impl Default for ProduceCounts {
@@ -67,6 +73,8 @@ impl Default for ProduceCounts {
             errors: BTreeMap::new(),
             failures: Vec::new(),
             acked_by_stream: BTreeMap::new(),
+            commits: 0,
+            commit: histogram(),
         }
     }
 }
@@ -102,6 +110,8 @@ impl ProduceCounts {
         for (k, n) in &other.acked_by_stream {
             *self.acked_by_stream.entry(*k).or_default() += n;
         }
+        self.commits += other.commits;
+        self.commit.add(&other.commit).expect("same bounds");
     }
 }
 
@@ -208,6 +218,43 @@ impl Arrivals {
     pub fn seen_below(&self, n: u64) -> u64 {
         n.min(self.next) - self.missing.range(..n).count() as u64
     }
+}
+
+/// Counts `records` (one batch of partition `p`, values of `record_size`
+/// bytes) as acknowledged at `at`, sent at `sent`.
+#[allow(clippy::too_many_arguments)]
+pub fn acknowledge(
+    c: &mut ProduceCounts,
+    clock: Clock,
+    stream: u32,
+    p: i32,
+    records: &[Pending],
+    record_size: usize,
+    sent: Instant,
+    at: Instant,
+) {
+    let per_record = record_size;
+    let service = (at - sent).as_micros() as u64;
+    let mut measured = 0u64;
+    for r in records {
+        let latency = at.saturating_duration_since(r.intended).as_micros() as u64;
+        record(&mut c.so_far, latency, 1);
+        if r.intended >= clock.measure_from {
+            record(&mut c.latency, latency, 1);
+            let minute = (r.intended - clock.measure_from).as_secs() / 60;
+            record(c.minute(minute as usize), latency, 1);
+            measured += 1;
+        }
+    }
+    if measured > 0 {
+        record(&mut c.service, service, measured);
+        c.measured += measured;
+        c.measured_bytes += measured * per_record as u64;
+        c.last_measured_ack = c.last_measured_ack.max((at - clock.measure_from).as_secs_f64());
+    }
+    c.acked += records.len() as u64;
+    c.acked_bytes += (records.len() * record_size) as u64;
+    *c.acked_by_stream.entry((stream, p)).or_default() += records.len() as u64;
 }
 
 #[cfg(test)]

@@ -26,8 +26,10 @@ pub mod produce;
 pub mod rdkafka;
 pub mod report;
 pub mod schedule;
+mod transactional;
 #[cfg(feature = "rdkafka-client")]
 pub mod txn;
+pub mod txn_session;
 
 use std::{
     path::PathBuf,
@@ -132,9 +134,9 @@ pub struct BenchArgs {
     /// librdkafka, and prints both and their ratio.
     #[arg(long, value_enum, default_value_t = ClientKind::Native)]
     pub client: ClientKind,
-    /// Produce with `--client rdkafka`: run the librdkafka workload twice,
-    /// without and with a transactional producer, and compare them (a
-    /// read_committed consumer times both end to end).
+    /// Produce: run the workload twice, without and with transactional
+    /// producers (one per load core; librdkafka's with `--client rdkafka`),
+    /// and compare them (a read_committed reader times both end to end).
     #[arg(long)]
     pub transactional: bool,
     /// How often the transactional producer commits (with --transactional).
@@ -254,6 +256,10 @@ pub struct Workload {
     pub run: u32,
     /// How long before a due instant the load core spins instead of sleeping.
     pub spin: Duration,
+    /// Native transactional producers, committing this often.
+    pub txn_interval: Option<Duration>,
+    /// End to end, the reader fetches read_committed.
+    pub read_committed: bool,
 }
 
 impl Workload {
@@ -290,6 +296,8 @@ impl Workload {
             cores: a.cores.clone(),
             run,
             spin: a.spin,
+            txn_interval: None,
+            read_committed: a.transactional,
         })
     }
 
@@ -316,6 +324,9 @@ impl Workload {
             "max_in_flight": self.max_in_flight,
             "cores": self.cores,
             "spin_us": self.spin.as_micros() as u64,
+            "transactional": self.txn_interval.is_some(),
+            "txn_interval_ms": self.txn_interval.map(|i| i.as_secs_f64() * 1000.0),
+            "isolation": if self.read_committed { "read_committed" } else { "read_uncommitted" },
         })
     }
 }
@@ -362,12 +373,9 @@ pub fn run(cmd: BenchCommand) -> Result<(), String> {
         _ => default_name(mode, &w),
     });
     if args.transactional {
-        return match (mode, args.client) {
-            ("produce", ClientKind::Rdkafka) => run_transactional(&w, args, &name),
-            _ => {
-                Err("--transactional is for `produce --client rdkafka` (the native generator has no transactions)"
-                    .into())
-            }
+        return match mode {
+            "produce" => transactional::compare(&w, args, &layout, &name),
+            _ => Err(format!("--transactional is for `bench produce`, not `bench {mode}`")),
         };
     }
     match mode {
@@ -442,8 +450,9 @@ pub fn run_once(w: &Workload, layout: &cluster::Layout, e2e: bool, label: &str) 
     // End to end, the fetchers share the first load core's event loop.
     let consumer = if e2e {
         let from = cluster::offsets(layout, &w.topic, -1)?;
+        let shape = consume::Shape { partition_max_bytes: 1 << 20, read_committed: w.read_committed };
         let (reader, fetchers) =
-            consume::plan(&w.topic, layout, from, None, consume::Check::Stamps { run: w.run }, 1 << 20, clock)?;
+            consume::plan(&w.topic, layout, from, None, consume::Check::Stamps { run: w.run }, shape, clock)?;
         jobs[0].extend(fetchers);
         Some(reader)
     } else {
@@ -520,17 +529,6 @@ fn run_rdkafka(w: &Workload, a: &BenchArgs, e2e: bool) -> Result<Outcome, String
     rdkafka::run(w, &a.bootstrap)
 }
 
-#[cfg(feature = "rdkafka-client")]
-fn run_transactional(w: &Workload, a: &BenchArgs, name: &str) -> Result<(), String> {
-    txn::compare(w, a, name)
-}
-
-#[cfg(not(feature = "rdkafka-client"))]
-fn run_transactional(_: &Workload, _: &BenchArgs, _: &str) -> Result<(), String> {
-    Err("this shardlog was built without librdkafka: rebuild with `--features rdkafka-client` for --transactional"
-        .into())
-}
-
 #[cfg(not(feature = "rdkafka-client"))]
 fn run_rdkafka(_: &Workload, _: &BenchArgs, _: bool) -> Result<Outcome, String> {
     Err("this shardlog was built without librdkafka: rebuild with `--features rdkafka-client` for --client rdkafka"
@@ -546,8 +544,8 @@ fn run_consume(w: &Workload, layout: &cluster::Layout, a: &BenchArgs) -> Result<
     }
     let start = Instant::now();
     let clock = Clock::new(start, Duration::ZERO);
-    let (reader, jobs) =
-        consume::plan(&w.topic, layout, from, Some(to), consume::Check::Offsets, a.fetch_bytes, clock)?;
+    let shape = consume::Shape { partition_max_bytes: a.fetch_bytes, read_committed: false };
+    let (reader, jobs) = consume::plan(&w.topic, layout, from, Some(to), consume::Check::Offsets, shape, clock)?;
     let cores = engine::start(&w.cores, w.spin, vec![jobs])?;
     let mut progress = Progress::new();
     let limit = w.duration.as_secs_f64();

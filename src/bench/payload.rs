@@ -10,7 +10,7 @@
 use bytes::BufMut;
 
 use crate::protocol::{
-    record_batch::{crc32c, HEADER_BYTES, MAGIC_V2},
+    record_batch::{crc32c, ATTR_TRANSACTIONAL, HEADER_BYTES, MAGIC_V2},
     varint::put_varlong,
 };
 
@@ -66,6 +66,9 @@ pub struct BatchBuilder {
     template: Vec<u8>,
     run: u32,
     stream: u32,
+    /// A transactional producer's id and epoch (`None`: no producer id, as
+    /// a plain non-idempotent producer sends).
+    producer: Option<(i64, i16)>,
 }
 
 impl BatchBuilder {
@@ -74,7 +77,16 @@ impl BatchBuilder {
         assert!(record_size >= STAMP_BYTES, "records must be at least {STAMP_BYTES} bytes");
         let mut rng = SplitMix::new(0x5eed ^ u64::from(stream));
         let template = (0..record_size).map(|_| rng.next_u64() as u8).collect();
-        Self { template, run, stream }
+        Self { template, run, stream, producer: None }
+    }
+
+    /// Batches built from now on belong to transactional producer
+    /// `producer_id` at `epoch`: they carry its id, epoch and each batch's
+    /// base sequence (its first record's stamp sequence, which counts the
+    /// partition's records from 0 as the broker's sequence check does), and
+    /// the transactional attribute.
+    pub fn transactional(&mut self, producer_id: i64, epoch: i16) {
+        self.producer = Some((producer_id, epoch));
     }
 
     /// The bytes one record takes in a batch (for sizing batches).
@@ -132,9 +144,16 @@ impl BatchBuilder {
         put(batch, 23, &(count - 1).to_be_bytes()); // last offset delta
         put(batch, 27, &now_ms.to_be_bytes()); // base timestamp
         put(batch, 35, &now_ms.to_be_bytes()); // max timestamp
-        put(batch, 43, &(-1i64).to_be_bytes()); // producer id
-        put(batch, 51, &(-1i16).to_be_bytes()); // producer epoch
-        put(batch, 53, &(-1i32).to_be_bytes()); // base sequence
+        let (producer_id, epoch, base_sequence) = match self.producer {
+            Some((id, epoch)) => {
+                put(batch, 21, &ATTR_TRANSACTIONAL.to_be_bytes()); // attributes
+                (id, epoch, records[0].seq as i32)
+            }
+            None => (-1, -1, -1),
+        };
+        put(batch, 43, &producer_id.to_be_bytes());
+        put(batch, 51, &epoch.to_be_bytes());
+        put(batch, 53, &base_sequence.to_be_bytes());
         put(batch, 57, &count.to_be_bytes());
         let crc = crc32c(&batch[21..]);
         put(batch, 17, &crc.to_be_bytes());

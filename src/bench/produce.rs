@@ -37,9 +37,10 @@ use kafka_protocol::{
 use super::{
     cluster::{Layout, CLIENT_ID},
     engine::{Job, Notify},
-    measure::{record, ProduceCounts},
+    measure::{acknowledge, record, ProduceCounts},
     payload::{key_text, partition_for_key, BatchBuilder, Pending},
     schedule::Schedule,
+    txn_session::{self, Prepared, Session},
     Clock, Workload,
 };
 use crate::{
@@ -152,11 +153,18 @@ pub fn plan(w: &Workload, layout: &Layout, clock: Clock) -> Result<(ProduceRun, 
             }
         }
         expected += schedule(w, clock, s as u32, senders).as_ref().map_or(0, Schedule::expected_count);
+        let txn = match w.txn_interval {
+            Some(_) => {
+                let bootstrap = layout.brokers.values().next().ok_or("the topic's layout names no broker")?;
+                Some(txn_session::prepare(bootstrap, format!("shardlog-bench-{:08x}-{s}", w.run))?)
+            }
+            None => None,
+        };
         let (w, layout, alive) = (w.clone(), layout.clone(), SenderAlive(senders_left.clone()));
         let job: Job = Box::new(move || {
             Box::pin(async move {
                 let _alive = alive;
-                match Sender::new(&w, &layout, s as u32, senders, mine, clock) {
+                match Sender::new(&w, &layout, (s as u32, senders), mine, txn, clock) {
                     Ok(sender) => sender.run().await,
                     Err((lane, e)) => lane.counts.lock().expect("counts lock").failures.push(e),
                 }
@@ -220,6 +228,8 @@ struct Sender {
     admit_lag: hdrhistogram::Histogram<u64>,
     /// Time spent waiting for socket writes (the broker not reading).
     write_blocked: Duration,
+    /// A transactional run's producer (`txn_session`).
+    txn: Option<Session>,
 }
 
 impl Sender {
@@ -228,9 +238,9 @@ impl Sender {
     fn new(
         w: &Workload,
         layout: &Layout,
-        stream_id: u32,
-        senders: usize,
+        (stream_id, senders): (u32, usize),
         connections: Vec<(Arc<Lane>, Vec<i32>, Socket)>,
+        txn: Option<Prepared>,
         clock: Clock,
     ) -> Result<Self, (Arc<Lane>, String)> {
         let wake = Rc::new(Notify::new(w.spin));
@@ -262,6 +272,16 @@ impl Sender {
                 pending[p as usize].0 = i;
             }
         }
+        let mut builder = BatchBuilder::new(w.record_size, w.run, stream_id);
+        let txn = match (txn, w.txn_interval) {
+            (Some(p), Some(interval)) => {
+                builder.transactional(p.producer_id, p.epoch);
+                let session = Session::new(p, &w.topic, (0..w.partitions).collect(), interval, clock.start);
+                let lane = || conns[0].0.lane.clone();
+                Some(session.map_err(|e| (lane(), format!("transaction coordinator: {e}")))?)
+            }
+            _ => None,
+        };
         Ok(Self {
             topic: TopicName(StrBytes::from_string(w.topic.clone())),
             acks: w.acks,
@@ -276,7 +296,8 @@ impl Sender {
             schedule: schedule(w, clock, stream_id, senders),
             clock,
             end: clock.start + w.warmup + w.duration,
-            builder: BatchBuilder::new(w.record_size, w.run, stream_id),
+            builder,
+            txn,
             pending,
             backlog: 0,
             seqs: vec![0; w.partitions as usize],
@@ -313,6 +334,9 @@ impl Sender {
         slot.1.push_back(Pending { intended, intended_ns: self.clock.wall_ns(intended), seq, key });
         slot.2 += bytes;
         self.backlog += 1;
+        if let Some(t) = &mut self.txn {
+            t.records += 1;
+        }
     }
 
     async fn run(mut self) {
@@ -321,6 +345,10 @@ impl Sender {
             let mut c = conn.lane.counts.lock().expect("counts lock");
             c.admit_lag.add(&self.admit_lag).expect("same bounds");
             c.write_blocked_s += self.write_blocked.as_secs_f64();
+            if let Some(t) = &self.txn {
+                c.commits += t.commits;
+                c.commit.add(&t.commit).expect("same bounds");
+            }
             if let Err(e) = result {
                 c.failures.push(e);
             }
@@ -351,6 +379,9 @@ impl Sender {
 
     async fn run_inner(&mut self) -> Result<(), String> {
         let mut request_buf = Vec::new();
+        if let Some(t) = &mut self.txn {
+            t.begin().await?;
+        }
         loop {
             let now = Instant::now();
             if self.conns.iter().any(|(c, _)| c.broken.get()) {
@@ -362,6 +393,10 @@ impl Sender {
                     "stopped: {} records waiting to be sent; the broker is far behind the requested rate",
                     self.backlog
                 ));
+            }
+            if self.txn.as_ref().is_some_and(|t| now >= t.next) {
+                self.commit_due(&mut request_buf).await?;
+                continue;
             }
             let finished_admitting = match &self.schedule {
                 Some(s) => s.peek().is_none(),
@@ -382,11 +417,54 @@ impl Sender {
                 }
             }
             if finished_admitting && self.backlog == 0 {
+                if self.txn.is_some() {
+                    self.drain(&mut request_buf).await?;
+                    self.txn.as_mut().expect("transactional").commit().await?;
+                }
                 return Ok(());
             }
             let next_due = self.schedule.as_ref().and_then(Schedule::peek);
-            let deadline = [next_due, linger_deadline].into_iter().flatten().min();
+            let commit_due = self.txn.as_ref().map(|t| t.next);
+            let deadline = [next_due, linger_deadline, commit_due].into_iter().flatten().min();
             self.wake.wait(deadline).await;
+        }
+    }
+
+    /// A commit slot has come: every record admitted so far goes out, and
+    /// once all are answered the transaction commits and the next begins.
+    /// A slot with nothing admitted since the last commit passes.
+    async fn commit_due(&mut self, scratch: &mut Vec<u8>) -> Result<(), String> {
+        let txn = self.txn.as_mut().expect("a commit is due only in a transactional run");
+        if txn.records == 0 {
+            txn.skip(Instant::now());
+            return Ok(());
+        }
+        self.drain(scratch).await?;
+        let txn = self.txn.as_mut().expect("transactional");
+        txn.commit().await?;
+        txn.begin().await
+    }
+
+    /// Sends every admitted record (lingering or not), then waits until
+    /// every request is answered.
+    async fn drain(&mut self, scratch: &mut Vec<u8>) -> Result<(), String> {
+        loop {
+            if self.conns.iter().any(|(c, _)| c.broken.get()) {
+                return Err("stopped: a connection to the broker failed".into());
+            }
+            for i in 0..self.conns.len() {
+                while self.in_flight(i) < self.max_in_flight {
+                    let (batches, _) = self.take_ready(i, Instant::now(), true);
+                    if batches.is_empty() {
+                        break;
+                    }
+                    self.send(i, batches, scratch).await?;
+                }
+            }
+            if self.backlog == 0 && (0..self.conns.len()).all(|i| self.in_flight(i) == 0) {
+                return Ok(());
+            }
+            self.wake.wait(Some(Instant::now() + Duration::from_millis(10))).await;
         }
     }
 
@@ -524,43 +602,6 @@ impl Sender {
         }
         Ok(())
     }
-}
-
-/// Counts `records` (one batch of partition `p`, values of `record_size`
-/// bytes) as acknowledged at `at`, sent at `sent`.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn acknowledge(
-    c: &mut ProduceCounts,
-    clock: Clock,
-    stream: u32,
-    p: i32,
-    records: &[Pending],
-    record_size: usize,
-    sent: Instant,
-    at: Instant,
-) {
-    let per_record = record_size;
-    let service = (at - sent).as_micros() as u64;
-    let mut measured = 0u64;
-    for r in records {
-        let latency = at.saturating_duration_since(r.intended).as_micros() as u64;
-        record(&mut c.so_far, latency, 1);
-        if r.intended >= clock.measure_from {
-            record(&mut c.latency, latency, 1);
-            let minute = (r.intended - clock.measure_from).as_secs() / 60;
-            record(c.minute(minute as usize), latency, 1);
-            measured += 1;
-        }
-    }
-    if measured > 0 {
-        record(&mut c.service, service, measured);
-        c.measured += measured;
-        c.measured_bytes += measured * per_record as u64;
-        c.last_measured_ack = c.last_measured_ack.max((at - clock.measure_from).as_secs_f64());
-    }
-    c.acked += records.len() as u64;
-    c.acked_bytes += (records.len() * record_size) as u64;
-    *c.acked_by_stream.entry((stream, p)).or_default() += records.len() as u64;
 }
 
 async fn receive(conn: Rc<Conn>, mut stream: AsyncStream, version: i16, wake: Rc<Notify>, clock: Clock) {

@@ -22,11 +22,13 @@ use rdkafka::{
 };
 
 use super::{
-    measure::{histogram, record, ProduceCounts},
+    measure::{acknowledge, histogram, record, ProduceCounts},
     payload::{key_text, partition_for_key, Pending, Stamp, STAMP_BYTES},
-    produce::{acknowledge, pin},
+    produce::pin,
     report::Tick,
     schedule::{Schedule, SplitMix},
+    transactional::TxnStats,
+    txn_session::next_slot,
     Clock, Outcome, Workload,
 };
 
@@ -76,14 +78,6 @@ pub struct Extras {
     pub txn_interval: Option<Duration>,
     /// A read_committed librdkafka consumer times every record end to end.
     pub e2e: bool,
-}
-
-/// The commits of a transactional run.
-pub struct TxnStats {
-    pub commits: u64,
-    /// commit_transaction's duration (it flushes the transaction's records
-    /// first), microseconds.
-    pub commit: Histogram<u64>,
 }
 
 pub fn run(w: &Workload, bootstrap: &str) -> Result<Outcome, String> {
@@ -186,19 +180,6 @@ struct Txn {
     /// Records sent in the open transaction.
     records: u64,
     durations: Histogram<u64>,
-}
-
-/// The commit slot after `next` on the fixed grid of `interval`s, skipping
-/// the slots that passed by `now`: a commit that overran its interval (or
-/// a sender held up past a slot) does not commit back to back, with
-/// nothing sent in between.
-fn next_slot(next: Instant, interval: Duration, now: Instant) -> Instant {
-    let mut slot = next + interval;
-    if slot <= now {
-        let behind = now.duration_since(slot).as_nanos() / interval.as_nanos().max(1);
-        slot += interval * (behind as u32 + 1);
-    }
-    slot
 }
 
 const TXN_TIMEOUT: Duration = Duration::from_secs(30);
@@ -400,26 +381,5 @@ pub fn sasl_config(config: &mut ClientConfig) {
             .set("sasl.mechanism", login.mechanism.name())
             .set("sasl.username", &login.user)
             .set("sasl.password", &login.password);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn commit_slots_keep_the_grid_and_skip_the_slots_that_passed() {
-        let t0 = Instant::now();
-        let ms = Duration::from_millis;
-        // On time: the next slot of the grid.
-        assert_eq!(next_slot(t0 + ms(100), ms(100), t0 + ms(102)), t0 + ms(200));
-        // A commit that ended past the next slot skips it, staying on the grid.
-        assert_eq!(next_slot(t0 + ms(100), ms(100), t0 + ms(250)), t0 + ms(300));
-        assert_eq!(next_slot(t0 + ms(100), ms(100), t0 + ms(200)), t0 + ms(300));
-        assert_eq!(next_slot(t0 + ms(100), ms(100), t0 + ms(1_234)), t0 + ms(1_300));
-        for now in [101, 150, 199, 200, 201, 999, 5_000] {
-            let slot = next_slot(t0 + ms(100), ms(100), t0 + ms(now));
-            assert!(slot > t0 + ms(now) && slot <= t0 + ms(now + 100), "{now} -> {:?}", slot - t0);
-        }
     }
 }

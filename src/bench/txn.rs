@@ -1,12 +1,7 @@
-//! `shardlog bench produce --client rdkafka --transactional --txn-interval
-//! 100ms`: what transactions cost. The same librdkafka workload runs twice,
-//! without transactions and then with a transactional producer committing
-//! every interval; a read_committed librdkafka consumer times every record
-//! end to end in both (intended send time → receipt), since a transaction's
-//! records become visible only at its commit. Prints both runs and their
-//! ratio, against the targets of issue 16: at least 0.8 of the throughput
-//! without transactions, and a read_committed e2e p99 within the commit
-//! interval + 2 ms.
+//! The read_committed librdkafka consumer of `shardlog bench produce
+//! --client rdkafka --transactional` (`transactional`): it times every
+//! record end to end (intended send time → receipt), since a transaction's
+//! records become visible only at its commit.
 
 use std::{
     sync::{
@@ -27,14 +22,11 @@ use rdkafka::{
     message::Message,
     Offset, TopicPartitionList,
 };
-use serde_json::json;
 
 use super::{
     measure::{record, Arrival, ConsumeCounts, ProduceCounts},
     payload::Stamp,
-    rdkafka::{run_with, Extras},
-    report::{self, percentiles_json},
-    BenchArgs, Clock, Workload,
+    Clock, Workload,
 };
 
 /// A read_committed librdkafka consumer of every partition of the topic,
@@ -127,75 +119,5 @@ fn see(c: &mut ConsumeCounts, run: u32, partition: i32, value: Option<&[u8]>, no
             }
         }
         _ => c.foreign += 1,
-    }
-}
-
-/// The two runs, their comparison and the JSON result.
-pub fn compare(w: &Workload, a: &BenchArgs, name: &str) -> Result<(), String> {
-    if w.acks != -1 {
-        return Err("--transactional needs --acks all (a transactional producer's)".into());
-    }
-    let interval = a.txn_interval;
-    let interval_ms = interval.as_secs_f64() * 1000.0;
-    // Unthrottled, a reader would take the generator's CPU and time only
-    // queueing: throughput alone then.
-    let e2e = w.rate > 0.0;
-    if !e2e {
-        eprintln!("unthrottled (--rate 0): throughput only, no read_committed e2e reader");
-    }
-    eprintln!("without transactions (librdkafka):");
-    let (plain, _) = run_with(w, &a.bootstrap, Extras { txn_interval: None, e2e })?;
-    plain.print();
-    eprintln!("with transactions, a commit every {interval_ms} ms:");
-    let mut txn_w = w.clone();
-    txn_w.run = w.run.wrapping_add(1);
-    let (txn, stats) = run_with(&txn_w, &a.bootstrap, Extras { txn_interval: Some(interval), e2e })?;
-    txn.print();
-    let stats = stats.expect("a transactional run counts its commits");
-    let ratio = txn.throughput() / plain.throughput().max(1e-9);
-    let comparison = json!({
-        "throughput_txn_over_plain": ratio,
-        "e2e_measured": e2e,
-        "p99_ms_plain": plain.p99_ms(),
-        "p99_ms_txn": txn.p99_ms(),
-        "p99_is": if e2e { "read_committed e2e" } else { "produce (corrected), to acknowledgement" },
-        "commits": stats.commits,
-        "commit_transaction_ms": percentiles_json(&stats.commit),
-        "target_throughput_ratio_at_least": 0.8,
-        "target_e2e_p99_ms_at_most": interval_ms + 2.0,
-        "throughput_target_met": ratio >= 0.8,
-        "e2e_target_met": e2e.then(|| txn.p99_ms() <= interval_ms + 2.0),
-    });
-    eprintln!(
-        "transactions / none: throughput x{ratio:.2} (target ≥ 0.8), {} p99 {:.3} ms vs {:.3} ms (target ≤ {:.0} ms); {} commits, commit_transaction p50 {:.3} ms, p99 {:.3} ms",
-        if e2e { "read_committed e2e" } else { "produce" },
-        txn.p99_ms(),
-        plain.p99_ms(),
-        interval_ms + 2.0,
-        stats.commits,
-        report::ms(stats.commit.value_at_percentile(50.0)),
-        report::ms(stats.commit.value_at_percentile(99.0)),
-    );
-    let mut params = w.params(a, "produce", "rdkafka");
-    params["transactional"] = json!(true);
-    params["txn_interval_ms"] = json!(interval_ms);
-    let ok = plain.ok() && txn.ok();
-    let result = json!({
-        "tool": "shardlog bench",
-        "status": if ok { "ok" } else { "failed" },
-        "parameters": params,
-        "machine": report::machine(),
-        "commit": report::commit(),
-        "without_transactions": plain.json(w, a, "produce", "rdkafka"),
-        "transactional": txn.json(&txn_w, a, "produce", "rdkafka"),
-        "comparison": comparison,
-    });
-    let path = a.output.join(format!("{name}.json"));
-    super::write_json(&path, &result)?;
-    eprintln!("results: {}", path.display());
-    if ok {
-        Ok(())
-    } else {
-        Err(format!("run failed: {}; {}", plain.verdict(), txn.verdict()))
     }
 }
