@@ -336,3 +336,57 @@ fn transactions_are_measured_beside_the_same_run_without() {
     );
     assert!(log.contains("transactions / none"), "{log}");
 }
+
+/// The native generator's transactions: one transactional producer per
+/// load core commits every 100 ms on the run's grid, its fetchers read
+/// read_committed, and every record of both runs is received once and in
+/// order. Each transaction holds every partition, so the topic holds
+/// exactly one commit marker per partition per commit.
+#[test]
+fn the_native_generator_measures_transactions_beside_the_same_run_without() {
+    let _serial = one_at_a_time();
+    let dir = common::tempdir().unwrap();
+    let broker = Broker::start(&dir.path().join("data"), 1);
+    let out = dir.path().join("out");
+    let (ok, json, log) = bench(
+        &[
+            "produce",
+            "--transactional",
+            "--txn-interval",
+            "100ms",
+            "--acks",
+            "all",
+            "--bootstrap",
+            &broker.bootstrap(),
+            "--topic",
+            "native-txn-bench",
+            "--partitions",
+            "4",
+            "--rate",
+            "2000",
+            "--record-size",
+            "100",
+            "--duration",
+            "2s",
+            "--warmup",
+            "1s",
+        ],
+        &out,
+    );
+    assert!(ok, "bench failed: {log}");
+    let (plain, txn) = (&json["without_transactions"], &json["transactional"]);
+    for run in [plain, txn] {
+        assert_eq!(run["status"], "ok", "{log}");
+        assert_eq!(f(run, &["sent"]), 6000.0, "{log}");
+        assert_eq!(f(run, &["received"]), 6000.0, "read_committed saw every record: {log}");
+        assert_eq!(run["parameters"]["client"], "native");
+    }
+    assert_eq!(txn["parameters"]["transactional"], true, "{json}");
+    assert_eq!(plain["parameters"]["transactional"], false, "{json}");
+    let commits = f(&json, &["comparison", "commits"]);
+    assert!((25.0..=35.0).contains(&commits), "one commit per 100 ms of 3 s, and the last: {commits}");
+    let (p50_plain, p50_txn) = (f(plain, &["e2e_latency_ms", "p50_ms"]), f(txn, &["e2e_latency_ms", "p50_ms"]));
+    assert!(p50_txn > p50_plain && p50_txn > 20.0, "e2e p50 {p50_txn} ms with transactions, {p50_plain} without");
+    let end: i64 = (0..4).map(|p| partition_end(&broker, "native-txn-bench", p)).sum();
+    assert_eq!(end - 12_000, 4 * commits as i64, "markers besides both runs' 12000 records: 4 per commit");
+}

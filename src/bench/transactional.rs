@@ -100,6 +100,7 @@ pub fn compare(w: &Workload, a: &BenchArgs, layout: &Layout, name: &str) -> Resu
     eprintln!("with transactions, a commit every {interval_ms} ms:");
     let mut txn_w = w.clone();
     txn_w.run = w.run.wrapping_add(1);
+    txn_w.txn_interval = Some(interval);
     let (txn, stats) = run_one(&txn_w, a, layout, Some(interval), e2e)?;
     txn.print();
     let stats = stats.expect("a transactional run counts its commits");
