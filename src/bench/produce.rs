@@ -230,6 +230,11 @@ struct Sender {
     write_blocked: Duration,
     /// A transactional run's producer (`txn_session`).
     txn: Option<Session>,
+    /// While a commit is under way, since when: records due from then on
+    /// cannot be sent before the next transaction begins (the protocol's
+    /// wait, not the generator's), so their late admission is not counted
+    /// as admission lag. Their latency counts the wait all the same.
+    commit_hold: Option<Instant>,
 }
 
 impl Sender {
@@ -298,6 +303,7 @@ impl Sender {
             end: clock.start + w.warmup + w.duration,
             builder,
             txn,
+            commit_hold: None,
             pending,
             backlog: 0,
             seqs: vec![0; w.partitions as usize],
@@ -439,10 +445,14 @@ impl Sender {
             txn.skip(Instant::now());
             return Ok(());
         }
+        self.commit_hold = Some(Instant::now());
         self.drain(scratch).await?;
         let txn = self.txn.as_mut().expect("transactional");
         txn.commit().await?;
-        txn.begin().await
+        txn.begin().await?;
+        self.admit_due(Instant::now());
+        self.commit_hold = None;
+        Ok(())
     }
 
     /// Sends every admitted record (lingering or not), then waits until
@@ -478,7 +488,7 @@ impl Sender {
                         break;
                     }
                     self.schedule.as_mut().expect("checked").advance();
-                    if t >= self.clock.measure_from {
+                    if t >= self.clock.measure_from && self.commit_hold.is_none_or(|held| t < held) {
                         record(&mut self.admit_lag, (now - t).as_micros() as u64, 1);
                     }
                     self.admit(t);
