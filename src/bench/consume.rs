@@ -300,12 +300,10 @@ impl Fetcher {
         c: &mut ConsumeCounts,
         partition: i32,
         from: i64,
-        (mut bytes, mut aborted): (&[u8], Vec<(i64, i64)>),
+        (mut bytes, aborted): (&[u8], Vec<(i64, i64)>),
         now_ns: i64,
     ) -> Result<i64, String> {
-        aborted.sort_unstable();
-        let mut aborted = aborted.into_iter().peekable();
-        let mut aborting = std::collections::BTreeSet::new();
+        let mut filter = AbortFilter::new(aborted, self.shape.read_committed);
         let mut next = from;
         let where_ = |offset: i64| format!("{}-{partition} at offset {offset}", self.topic.0.as_str());
         while bytes.len() >= crate::protocol::record_batch::HEADER_BYTES {
@@ -318,7 +316,7 @@ impl Fetcher {
             if h.last_offset() < next {
                 continue;
             }
-            if matches!(self.check, Check::Stamps { .. }) && self.skip(&h, &mut aborted, &mut aborting) {
+            if matches!(self.check, Check::Stamps { .. }) && filter.skips(&h) {
                 next = h.last_offset() + 1;
                 continue;
             }
@@ -364,28 +362,38 @@ impl Fetcher {
     }
 }
 
-impl Fetcher {
-    /// End to end, a batch that holds no record of the producer's: a
-    /// transaction marker, or (read_committed) a batch of an aborted
-    /// transaction, from its first offset on until its abort marker, as
-    /// Kafka's clients filter with the fetch's aborted list.
-    fn skip(
-        &self,
-        h: &BatchHeader,
-        aborted: &mut std::iter::Peekable<std::vec::IntoIter<(i64, i64)>>,
-        aborting: &mut std::collections::BTreeSet<i64>,
-    ) -> bool {
-        while let Some((_, producer)) = aborted.next_if(|(first, _)| *first <= h.base_offset) {
-            aborting.insert(producer);
+/// Which fetched batches hold no record of the producer's, end to end: a
+/// transaction marker, or (read_committed) a batch of an aborted
+/// transaction, from its first offset on until its abort marker, as
+/// Kafka's clients filter with the fetch's aborted list.
+struct AbortFilter {
+    /// The fetch's aborted transactions not yet reached: (first offset,
+    /// producer id), in offset order.
+    listed: std::iter::Peekable<std::vec::IntoIter<(i64, i64)>>,
+    /// Producers whose aborted transaction is being read.
+    aborting: std::collections::BTreeSet<i64>,
+    read_committed: bool,
+}
+
+impl AbortFilter {
+    fn new(mut aborted: Vec<(i64, i64)>, read_committed: bool) -> Self {
+        aborted.sort_unstable();
+        Self { listed: aborted.into_iter().peekable(), aborting: Default::default(), read_committed }
+    }
+
+    /// Batches must come in offset order.
+    fn skips(&mut self, h: &BatchHeader) -> bool {
+        while let Some((_, producer)) = self.listed.next_if(|(first, _)| *first <= h.base_offset) {
+            self.aborting.insert(producer);
         }
         let transactional = h.attributes & ATTR_TRANSACTIONAL != 0;
         if h.attributes & ATTR_CONTROL != 0 {
             if transactional {
-                aborting.remove(&h.producer_id);
+                self.aborting.remove(&h.producer_id);
             }
             return true;
         }
-        self.shape.read_committed && transactional && aborting.contains(&h.producer_id)
+        self.read_committed && transactional && self.aborting.contains(&h.producer_id)
     }
 }
 
@@ -406,7 +414,53 @@ fn fetch_error(topic: &str, partition: i32, offset: i64, code: i16) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::fetch_error;
+    use super::{fetch_error, AbortFilter, BatchHeader, ATTR_CONTROL, ATTR_TRANSACTIONAL};
+
+    fn batch(base_offset: i64, producer_id: i64, attributes: i16) -> BatchHeader {
+        BatchHeader {
+            base_offset,
+            batch_length: 0,
+            leader_epoch: 0,
+            magic: 2,
+            crc: 0,
+            attributes,
+            last_offset_delta: 0,
+            base_timestamp: 0,
+            max_timestamp: 0,
+            producer_id,
+            producer_epoch: 0,
+            base_sequence: 0,
+            records_count: 1,
+        }
+    }
+
+    #[test]
+    fn read_committed_skips_an_aborted_transaction_from_its_first_offset_to_its_marker() {
+        const TXN: i16 = ATTR_TRANSACTIONAL;
+        const MARKER: i16 = ATTR_TRANSACTIONAL | ATTR_CONTROL;
+        // Producer 7's transaction from offset 10 was aborted (its marker at
+        // 13); producer 8's interleaved one was committed (marker at 14).
+        let log = [
+            (5, 7, TXN, false),    // an earlier transaction of 7, committed
+            (6, 7, MARKER, true),  // its commit marker
+            (10, 7, TXN, true),    // the aborted transaction
+            (11, 8, TXN, false),   // another producer, committed
+            (12, 7, TXN, true),    // still aborted
+            (13, 7, MARKER, true), // the abort marker ends it
+            (14, 8, MARKER, true), // 8's commit marker
+            (15, 7, TXN, false),   // 7's next transaction
+            (16, -1, 0, false),    // a plain batch
+        ];
+        let mut filter = AbortFilter::new(vec![(10, 7)], true);
+        for (offset, producer, attributes, skipped) in log {
+            assert_eq!(filter.skips(&batch(offset, producer, attributes)), skipped, "offset {offset}");
+        }
+        // read_uncommitted keeps the aborted records; markers never hold any.
+        let mut filter = AbortFilter::new(vec![(10, 7)], false);
+        let kept: Vec<i64> =
+            log.iter().filter(|(o, p, a, _)| !filter.skips(&batch(*o, *p, *a))).map(|(o, ..)| *o).collect();
+        assert_eq!(kept, [5, 10, 11, 12, 15, 16]);
+    }
 
     #[test]
     fn a_fetch_error_names_the_partition_offset_and_what_out_of_range_means() {
