@@ -53,6 +53,12 @@ def latency_rows(lat, rate, floor):
     cp99, _ = med(lat, "comparison", "commit_transaction_ms", "p99_ms")
     cp50, _ = med(lat, "comparison", "commit_transaction_ms", "p50_ms")
     print(f"| {rate:,.0f} msg/s: commit_transaction p50 / p99, ms | | {cp50:.3f} / {cp99:.3f} | | |")
+    if lat[0]["comparison"].get("commit_phases_ms"):
+        for phase, what in (("drain", "slot → last record answered"), ("end_txn", "EndTxn round trip"),
+                            ("add_partitions", "AddPartitionsToTxn round trip")):
+            p50, _ = med(lat, "comparison", "commit_phases_ms", phase, "p50_ms")
+            p99, _ = med(lat, "comparison", "commit_phases_ms", phase, "p99_ms")
+            print(f"| {rate:,.0f} msg/s: commit phase, {what}, p50 / p99, ms | | {p50:.3f} / {p99:.3f} | | |")
 
 
 def broker_means(out, name):

@@ -49,10 +49,43 @@ pub struct ProduceCounts {
     pub failures: Vec<String>,
     /// (stream, partition) → records acknowledged (sequence numbers 0..n).
     pub acked_by_stream: BTreeMap<(u32, i32), u64>,
-    /// Transactions committed (native transactional runs).
+    /// Native transactional runs: the commits, by phase.
+    pub txn: CommitPhases,
+}
+
+/// A native transactional run's commits, each phase's durations in
+/// microseconds.
+#[derive(Debug, Clone)]
+pub struct CommitPhases {
     pub commits: u64,
-    /// Each commit slot → EndTxn answered, microseconds.
+    /// Commit slot → EndTxn answered: the whole commit.
     pub commit: Histogram<u64>,
+    /// Commit slot → the transaction's last record answered.
+    pub drain: Histogram<u64>,
+    /// EndTxn sent → answered.
+    pub end_txn: Histogram<u64>,
+    /// AddPartitionsToTxn sent → answered: the next transaction's begin.
+    pub begin: Histogram<u64>,
+}
+
+impl Default for CommitPhases {
+    fn default() -> Self {
+        Self { commits: 0, commit: histogram(), drain: histogram(), end_txn: histogram(), begin: histogram() }
+    }
+}
+
+impl CommitPhases {
+    pub fn merge(&mut self, other: &CommitPhases) {
+        self.commits += other.commits;
+        for (mine, theirs) in [
+            (&mut self.commit, &other.commit),
+            (&mut self.drain, &other.drain),
+            (&mut self.end_txn, &other.end_txn),
+            (&mut self.begin, &other.begin),
+        ] {
+            mine.add(theirs).expect("same bounds");
+        }
+    }
 }
 
 impl Default for ProduceCounts {
@@ -73,8 +106,7 @@ impl Default for ProduceCounts {
             errors: BTreeMap::new(),
             failures: Vec::new(),
             acked_by_stream: BTreeMap::new(),
-            commits: 0,
-            commit: histogram(),
+            txn: CommitPhases::default(),
         }
     }
 }
@@ -110,8 +142,7 @@ impl ProduceCounts {
         for (k, n) in &other.acked_by_stream {
             *self.acked_by_stream.entry(*k).or_default() += n;
         }
-        self.commits += other.commits;
-        self.commit.add(&other.commit).expect("same bounds");
+        self.txn.merge(&other.txn);
     }
 }
 

@@ -352,8 +352,7 @@ impl Sender {
             c.admit_lag.add(&self.admit_lag).expect("same bounds");
             c.write_blocked_s += self.write_blocked.as_secs_f64();
             if let Some(t) = &self.txn {
-                c.commits += t.commits;
-                c.commit.add(&t.commit).expect("same bounds");
+                c.txn.merge(&t.phases);
             }
             if let Err(e) = result {
                 c.failures.push(e);
@@ -448,6 +447,8 @@ impl Sender {
         self.commit_hold = Some(Instant::now());
         self.drain(scratch).await?;
         let txn = self.txn.as_mut().expect("transactional");
+        let drained = Instant::now().saturating_duration_since(txn.next);
+        record(&mut txn.phases.drain, drained.as_micros() as u64, 1);
         txn.commit().await?;
         txn.begin().await?;
         self.admit_due(Instant::now());

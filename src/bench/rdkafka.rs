@@ -167,7 +167,7 @@ pub fn run_with(w: &Workload, bootstrap: &str, x: Extras) -> Result<(Outcome, Op
         generator_cpu,
         warmup_s: w.warmup.as_secs_f64(),
     };
-    Ok((outcome, txn.map(|t| TxnStats { commits: t.commits, commit: t.durations })))
+    Ok((outcome, txn.map(|t| TxnStats { commits: t.commits, commit: t.durations, phases: None })))
 }
 
 /// The transaction of a transactional run: committed (and the next one

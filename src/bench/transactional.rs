@@ -19,6 +19,7 @@ use serde_json::json;
 
 use super::{
     cluster::Layout,
+    measure::CommitPhases,
     report::{self, percentiles_json},
     BenchArgs, ClientKind, Outcome, Workload,
 };
@@ -30,6 +31,8 @@ pub struct TxnStats {
     /// flushes the transaction's records first; native: from the commit
     /// slot until EndTxn was answered), microseconds.
     pub commit: Histogram<u64>,
+    /// The native generator's commits by phase.
+    pub phases: Option<CommitPhases>,
 }
 
 /// One run of the comparison, transactional when `txn` is given.
@@ -46,7 +49,12 @@ fn run_one(
             w.txn_interval = txn;
             let label = if txn.is_some() { "transactional" } else { "plain" };
             let o = super::run_once(&w, layout, e2e, label)?;
-            let stats = txn.map(|_| TxnStats { commits: o.produce.commits, commit: o.produce.commit.clone() });
+            let phases = &o.produce.txn;
+            let stats = txn.map(|_| TxnStats {
+                commits: phases.commits,
+                commit: phases.commit.clone(),
+                phases: Some(phases.clone()),
+            });
             Ok((o, stats))
         }
         ClientKind::Rdkafka => run_rdkafka(w, a, txn, e2e),
@@ -117,6 +125,12 @@ pub fn compare(w: &Workload, a: &BenchArgs, layout: &Layout, name: &str) -> Resu
             ClientKind::Native => "commit slot → EndTxn answered (the last records' answers, then EndTxn)",
             ClientKind::Rdkafka => "librdkafka commit_transaction (its flush, then EndTxn)",
         },
+        "commit_phases_ms": stats.phases.as_ref().map(|p| json!({
+            "drain": percentiles_json(&p.drain),
+            "end_txn": percentiles_json(&p.end_txn),
+            "add_partitions": percentiles_json(&p.begin),
+            "drain_is": "commit slot → the transaction's last record answered",
+        })),
         "target_throughput_ratio_at_least": 0.8,
         "target_e2e_p99_ms_at_most": interval_ms + 2.0,
         "throughput_target_met": ratio >= 0.8,
@@ -132,6 +146,21 @@ pub fn compare(w: &Workload, a: &BenchArgs, layout: &Layout, name: &str) -> Resu
         report::ms(stats.commit.value_at_percentile(50.0)),
         report::ms(stats.commit.value_at_percentile(99.0)),
     );
+    if let Some(p) = &stats.phases {
+        let both = |h: &Histogram<u64>| {
+            format!(
+                "{:.3} / {:.3} ms",
+                report::ms(h.value_at_percentile(50.0)),
+                report::ms(h.value_at_percentile(99.0))
+            )
+        };
+        eprintln!(
+            "commit phases, p50 / p99: last records answered {}, EndTxn {}, AddPartitionsToTxn {}",
+            both(&p.drain),
+            both(&p.end_txn),
+            both(&p.begin)
+        );
+    }
     let mut params = w.params(a, "produce", client);
     params["transactional"] = json!(true);
     params["txn_interval_ms"] = json!(interval_ms);

@@ -17,7 +17,6 @@ use std::{
     time::{Duration, Instant},
 };
 
-use hdrhistogram::Histogram;
 use kafka_protocol::{
     messages::{
         add_partitions_to_txn_request::AddPartitionsToTxnTopic, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse,
@@ -29,7 +28,7 @@ use kafka_protocol::{
 
 use super::{
     cluster::CLIENT_ID,
-    measure::{histogram, record},
+    measure::{record, CommitPhases},
 };
 use crate::{
     client::{
@@ -163,10 +162,8 @@ pub struct Session {
     pub next: Instant,
     /// Records admitted into the open transaction.
     pub records: u64,
-    pub commits: u64,
-    /// From each commit slot until EndTxn was answered (the last records'
-    /// answers, then the commit), microseconds.
-    pub commit: Histogram<u64>,
+    /// The commits so far, by phase (the drain is the sender's to time).
+    pub phases: CommitPhases,
 }
 
 impl Session {
@@ -186,8 +183,7 @@ impl Session {
             interval,
             next: start + interval,
             records: 0,
-            commits: 0,
-            commit: histogram(),
+            phases: CommitPhases::default(),
         })
     }
 
@@ -211,7 +207,7 @@ impl Session {
 
     /// Begins a transaction: every partition of the sender joins it.
     pub async fn begin(&mut self) -> Result<(), String> {
-        let deadline = Instant::now() + RETRY_FOR;
+        let (asked, deadline) = (Instant::now(), Instant::now() + RETRY_FOR);
         loop {
             let mut topic = AddPartitionsToTxnTopic::default();
             topic.name = self.topic.clone();
@@ -230,7 +226,10 @@ impl Session {
                 .find(|(_, p)| p.partition_error_code != errors::NONE)
                 .map(|(topic, p)| (format!("{topic}-{}", p.partition_index), p.partition_error_code));
             match failed {
-                None => return Ok(()),
+                None => {
+                    record(&mut self.phases.begin, asked.elapsed().as_micros() as u64, 1);
+                    return Ok(());
+                }
                 Some((_, code)) if retriable(code) && Instant::now() < deadline => {
                     glommio::timer::sleep(Duration::from_millis(1)).await
                 }
@@ -249,16 +248,18 @@ impl Session {
         req.producer_id = self.producer_id.into();
         req.producer_epoch = self.epoch;
         req.committed = true;
+        let asked = Instant::now();
         let resp: EndTxnResponse = self.call(ApiKey::EndTxn, self.versions.end_txn, &req).await?;
         if resp.error_code != errors::NONE {
             return Err(format!("EndTxn (commit) for {}: error {}", self.id.0.as_str(), resp.error_code));
         }
         let now = Instant::now();
+        record(&mut self.phases.end_txn, (now - asked).as_micros() as u64, 1);
         if now >= self.next {
             // (Not the last commit, made when the run ends, before its slot.)
-            record(&mut self.commit, (now - self.next).as_micros() as u64, 1);
+            record(&mut self.phases.commit, (now - self.next).as_micros() as u64, 1);
         }
-        self.commits += 1;
+        self.phases.commits += 1;
         self.records = 0;
         self.next = next_slot(self.next, self.interval, now);
         Ok(())
