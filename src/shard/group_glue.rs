@@ -73,7 +73,7 @@ impl GroupHost for ShardGroupHost {
         partition: i32,
         records: Vec<OffsetsRecord>,
     ) -> Pin<Box<dyn Future<Output = Result<(), StoreError>>>> {
-        Box::pin(append_internal(self.shard.clone(), OFFSETS_TOPIC, partition, records, None))
+        Box::pin(append_internal(self.shard.clone(), OFFSETS_TOPIC, partition, records, Internal::Synced))
     }
 
     fn append_transactional(
@@ -88,7 +88,7 @@ impl GroupHost for ShardGroupHost {
             OFFSETS_TOPIC,
             partition,
             records,
-            Some((producer_id, producer_epoch)),
+            Internal::Transactional(producer_id, producer_epoch),
         ))
     }
 
@@ -109,16 +109,29 @@ impl GroupHost for ShardGroupHost {
     }
 }
 
+/// How an internal record is appended.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Internal {
+    /// Answered once durable.
+    Synced,
+    /// Answered once written: for a record whose loss in a crash the
+    /// restart repairs (a transaction's completion: its prepare record,
+    /// durable, makes the coordinator write the markers again).
+    Written,
+    /// Part of this producer's transaction (TxnOffsetCommit), with its id
+    /// and epoch; answered once durable.
+    Transactional(i64, i16),
+}
+
 /// Appends `records` to partition `partition` of one of the broker's
 /// internal topics (`__consumer_offsets`, `__transaction_state`) as one
-/// batch and waits until it is durable; `producer`: as part of that
-/// producer's transaction (TxnOffsetCommit), with its id and epoch.
+/// batch, as `how` says.
 pub(super) async fn append_internal(
     shard: Weak<Shard>,
     topic: &'static str,
     partition: i32,
     records: Vec<OffsetsRecord>,
-    producer: Option<(i64, i16)>,
+    how: Internal,
 ) -> Result<(), StoreError> {
     let Some(shard) = shard.upgrade() else { return Err(StoreError::ShuttingDown) };
     let Some(p) = shard.partition(topic, partition) else {
@@ -128,12 +141,13 @@ pub(super) async fn append_internal(
         .iter()
         .map(|(k, v)| Record { key: Some(k.as_slice()), value: v.as_deref(), timestamp_delta: 0 })
         .collect();
-    let result = match producer {
-        None => {
+    let result = match how {
+        Internal::Synced | Internal::Written => {
             let batch = record_batch::encode_batch(&recs, system_now_ms());
-            p.log.append(BytesMut::from(&batch[..]), Durability::Synced).await
+            let durability = if matches!(how, Internal::Synced) { Durability::Synced } else { Durability::Written };
+            p.log.append(BytesMut::from(&batch[..]), durability).await
         }
-        Some((id, epoch)) => {
+        Internal::Transactional(id, epoch) => {
             let batch = record_batch::encode_transactional_batch(&recs, system_now_ms(), id, epoch);
             p.log.append_for_transaction(BytesMut::from(&batch[..])).await
         }

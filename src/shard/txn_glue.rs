@@ -19,7 +19,7 @@ use crate::{
         record_batch::{BatchHeader, TxnMarker},
     },
     shard::{
-        group_glue::{append_internal, replay_chunk, spawn_after_yield, system_now_ms},
+        group_glue::{append_internal, replay_chunk, spawn_after_yield, system_now_ms, Internal},
         messages::{AllocateProducerId, WriteTxnMarkers},
         router,
         topics::TopicMeta,
@@ -52,7 +52,16 @@ impl TxnHost for ShardTxnHost {
     }
 
     fn append(&self, partition: i32, key: Vec<u8>, value: Option<Vec<u8>>) -> LocalFuture<Result<(), StoreError>> {
-        Box::pin(append_internal(self.shard.clone(), TXN_TOPIC, partition, vec![(key, value)], None))
+        Box::pin(append_internal(self.shard.clone(), TXN_TOPIC, partition, vec![(key, value)], Internal::Synced))
+    }
+
+    fn append_written(
+        &self,
+        partition: i32,
+        key: Vec<u8>,
+        value: Option<Vec<u8>>,
+    ) -> LocalFuture<Result<(), StoreError>> {
+        Box::pin(append_internal(self.shard.clone(), TXN_TOPIC, partition, vec![(key, value)], Internal::Written))
     }
 
     fn write_markers(

@@ -132,8 +132,18 @@ impl TxnCoordinator {
     /// Logs `meta` as `id`'s new state, then takes it; on failure the old
     /// state stays and the caller answers a retriable error.
     async fn log(&self, id: &str, meta: TxnMeta) -> Result<(), ErrorCode> {
+        self.log_as(id, meta, true).await
+    }
+
+    /// `log`, answered once `durable` or, if not, once written.
+    async fn log_as(&self, id: &str, meta: TxnMeta, durable: bool) -> Result<(), ErrorCode> {
         let partition = partition_for(id, self.host.settings().partitions);
-        let written = self.host.append(partition, super::records::encode_key(id), Some(meta.value().encode())).await;
+        let (key, value) = (super::records::encode_key(id), Some(meta.value().encode()));
+        let written = if durable {
+            self.host.append(partition, key, value).await
+        } else {
+            self.host.append_written(partition, key, value).await
+        };
         match written {
             Ok(()) => {
                 self.txns.borrow_mut().insert(id.to_string(), meta);
@@ -294,7 +304,12 @@ impl TxnCoordinator {
             last_update_ms: self.host.now_ms(),
             ..m
         };
-        let _ = self.log(id, done).await;
+        // Written, not waited on to be durable: its loss in a crash leaves
+        // the prepare record last, and the restart writes the markers again
+        // (a marker where the transaction already ended is an empty
+        // transaction there). Whatever is logged for the id next is synced,
+        // and with it this.
+        let _ = self.log_as(id, done, false).await;
     }
 
     /// AddPartitionsToTxn: the partitions join the open transaction (which

@@ -32,6 +32,18 @@ pub trait TxnHost {
     /// and resolves once it is durable.
     fn append(&self, partition: i32, key: Vec<u8>, value: Option<Vec<u8>>) -> LocalFuture<Result<(), StoreError>>;
 
+    /// Like `append`, but resolves once written, before it is durable: for
+    /// a record whose loss in a crash the restart repairs. The next durable
+    /// append to the same partition makes it durable too.
+    fn append_written(
+        &self,
+        partition: i32,
+        key: Vec<u8>,
+        value: Option<Vec<u8>>,
+    ) -> LocalFuture<Result<(), StoreError>> {
+        self.append(partition, key, value)
+    }
+
     /// Writes `marker` durably to each listed partition, wherever it lives;
     /// answers each with NONE or the error that kept the marker out.
     fn write_markers(

@@ -45,6 +45,9 @@ struct World {
     /// While set, appends wait (to catch a request between its check and
     /// its durable write).
     hold_appends: Cell<bool>,
+    /// The states logged with `append_written` (not waited on to be
+    /// durable), in order.
+    written_only: RefCell<Vec<TxnState>>,
 }
 
 struct FakeHost(Rc<World>);
@@ -79,6 +82,19 @@ impl TxnHost for FakeHost {
         }))
     }
 
+    fn append_written(
+        &self,
+        partition: i32,
+        key: Vec<u8>,
+        value: Option<Vec<u8>>,
+    ) -> LocalFuture<Result<(), StoreError>> {
+        if let Some(v) = value.as_deref() {
+            let state = TxnValue::decode(v).expect("the coordinator logs value v0").state;
+            self.0.written_only.borrow_mut().push(state);
+        }
+        self.append(partition, key, value)
+    }
+
     fn write_markers(
         &self,
         marker: TxnMarker,
@@ -111,6 +127,7 @@ fn world() -> Rc<World> {
         tasks: RefCell::default(),
         fail_markers: Cell::new(false),
         hold_appends: Cell::new(false),
+        written_only: RefCell::new(Vec::new()),
     })
 }
 
@@ -249,6 +266,10 @@ fn commit_logs_prepare_then_markers_then_complete() {
     let Event::Logged(_, _, Some(complete)) = &events[markers_at + 1] else { panic!("complete logged after markers") };
     assert_eq!(complete.state, TxnState::CompleteCommit);
     assert!(complete.partitions.is_empty());
+    // Only the complete record is not waited on to be durable: losing it
+    // leaves the prepare record last, from which a restart completes the
+    // transaction again (`replay_completes_a_prepared_commit`).
+    assert_eq!(*h.world.written_only.borrow(), vec![TxnState::CompleteCommit]);
     // A retried commit is answered NONE; an abort now is a state error.
     assert_eq!(h.end(p, true), NONE);
     assert_eq!(h.end(p, false), INVALID_TXN_STATE);
