@@ -58,25 +58,36 @@ pub struct ProduceCounts {
 #[derive(Debug, Clone)]
 pub struct CommitPhases {
     pub commits: u64,
+    /// Partitions the commits ended (each got a marker).
+    pub partitions_ended: u64,
     /// Commit slot → EndTxn answered: the whole commit.
     pub commit: Histogram<u64>,
     /// Commit slot → the transaction's last record answered.
     pub drain: Histogram<u64>,
     /// EndTxn sent → answered.
     pub end_txn: Histogram<u64>,
-    /// AddPartitionsToTxn sent → answered: the next transaction's begin.
+    /// AddPartitionsToTxn sent → answered: partitions joining a
+    /// transaction before their first batch in it.
     pub begin: Histogram<u64>,
 }
 
 impl Default for CommitPhases {
     fn default() -> Self {
-        Self { commits: 0, commit: histogram(), drain: histogram(), end_txn: histogram(), begin: histogram() }
+        Self {
+            commits: 0,
+            partitions_ended: 0,
+            commit: histogram(),
+            drain: histogram(),
+            end_txn: histogram(),
+            begin: histogram(),
+        }
     }
 }
 
 impl CommitPhases {
     pub fn merge(&mut self, other: &CommitPhases) {
         self.commits += other.commits;
+        self.partitions_ended += other.partitions_ended;
         for (mine, theirs) in [
             (&mut self.commit, &other.commit),
             (&mut self.drain, &other.drain),

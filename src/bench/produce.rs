@@ -281,7 +281,7 @@ impl Sender {
         let txn = match (txn, w.txn_interval) {
             (Some(p), Some(interval)) => {
                 builder.transactional(p.producer_id, p.epoch);
-                let session = Session::new(p, &w.topic, (0..w.partitions).collect(), interval, clock.start);
+                let session = Session::new(p, &w.topic, interval, clock.start);
                 let lane = || conns[0].0.lane.clone();
                 Some(session.map_err(|e| (lane(), format!("transaction coordinator: {e}")))?)
             }
@@ -384,9 +384,6 @@ impl Sender {
 
     async fn run_inner(&mut self) -> Result<(), String> {
         let mut request_buf = Vec::new();
-        if let Some(t) = &mut self.txn {
-            t.begin().await?;
-        }
         loop {
             let now = Instant::now();
             if self.conns.iter().any(|(c, _)| c.broken.get()) {
@@ -436,7 +433,8 @@ impl Sender {
     }
 
     /// A commit slot has come: every record admitted so far goes out, and
-    /// once all are answered the transaction commits and the next begins.
+    /// once all are answered the transaction commits (the next one opens
+    /// with its first batch).
     /// A slot with nothing admitted since the last commit passes.
     async fn commit_due(&mut self, scratch: &mut Vec<u8>) -> Result<(), String> {
         let txn = self.txn.as_mut().expect("a commit is due only in a transactional run");
@@ -450,7 +448,6 @@ impl Sender {
         let drained = Instant::now().saturating_duration_since(txn.next);
         record(&mut txn.phases.drain, drained.as_micros() as u64, 1);
         txn.commit().await?;
-        txn.begin().await?;
         self.admit_due(Instant::now());
         self.commit_hold = None;
         Ok(())
@@ -565,6 +562,9 @@ impl Sender {
     }
 
     async fn send(&mut self, i: usize, batches: Vec<Batch>, scratch: &mut Vec<u8>) -> Result<(), String> {
+        if let Some(txn) = &mut self.txn {
+            txn.add(batches.iter().map(|(p, ..)| *p)).await?;
+        }
         let now_ms = self.clock.wall_ms(Instant::now());
         let mut topic = TopicProduceData::default();
         topic.name = self.topic.clone();

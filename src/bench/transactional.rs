@@ -125,6 +125,7 @@ pub fn compare(w: &Workload, a: &BenchArgs, layout: &Layout, name: &str) -> Resu
             ClientKind::Native => "commit slot → EndTxn answered (the last records' answers, then EndTxn)",
             ClientKind::Rdkafka => "librdkafka commit_transaction (its flush, then EndTxn)",
         },
+        "partitions_ended": stats.phases.as_ref().map(|p| p.partitions_ended),
         "commit_phases_ms": stats.phases.as_ref().map(|p| json!({
             "drain": percentiles_json(&p.drain),
             "end_txn": percentiles_json(&p.end_txn),

@@ -3,9 +3,10 @@
 //! run (FindCoordinator for key type 1, InitProducerId), then a
 //! conversation with its coordinator on the sender's own load core.
 //!
-//! A transaction begins by adding every partition the sender writes
-//! (one AddPartitionsToTxn); its records go out as transactional batches;
-//! at each commit slot the sender sends what is due, waits for every
+//! A partition joins the open transaction before its first batch in it
+//! goes out (one AddPartitionsToTxn for every partition of a request that
+//! is not in yet), as Kafka's clients add them; the records go out as
+//! transactional batches; at each commit slot the sender sends what is due, waits for every
 //! answer, and ends the transaction with EndTxn. Commit slots lie on a
 //! fixed grid of intervals from the schedule's start, so a long commit
 //! does not stretch the intervals after it. Records due while a commit
@@ -155,7 +156,8 @@ pub struct Session {
     producer_id: i64,
     epoch: i16,
     topic: TopicName,
-    partitions: Vec<i32>,
+    /// The partitions in the open transaction.
+    added: std::collections::BTreeSet<i32>,
     correlation: i32,
     interval: Duration,
     /// When the open transaction is due to commit.
@@ -169,7 +171,7 @@ pub struct Session {
 impl Session {
     /// Takes the prepared id onto this load core; the first commit is due
     /// one `interval` after `start`.
-    pub fn new(p: Prepared, topic: &str, partitions: Vec<i32>, interval: Duration, start: Instant) -> io::Result<Self> {
+    pub fn new(p: Prepared, topic: &str, interval: Duration, start: Instant) -> io::Result<Self> {
         Ok(Self {
             stream: nonblocking::into_async(p.socket)?,
             coordinator: p.coordinator,
@@ -178,7 +180,7 @@ impl Session {
             producer_id: p.producer_id,
             epoch: p.epoch,
             topic: TopicName(StrBytes::from_string(topic.to_string())),
-            partitions,
+            added: Default::default(),
             correlation: 0,
             interval,
             next: start + interval,
@@ -205,13 +207,19 @@ impl Session {
         Ok(body)
     }
 
-    /// Begins a transaction: every partition of the sender joins it.
-    pub async fn begin(&mut self) -> Result<(), String> {
+    /// The partitions of `batch` join the open transaction (the first
+    /// batch of a transaction opens it); those already in it are not asked
+    /// for again.
+    pub async fn add(&mut self, batch: impl Iterator<Item = i32>) -> Result<(), String> {
+        let new: Vec<i32> = batch.filter(|p| !self.added.contains(p)).collect();
+        if new.is_empty() {
+            return Ok(());
+        }
         let (asked, deadline) = (Instant::now(), Instant::now() + RETRY_FOR);
         loop {
             let mut topic = AddPartitionsToTxnTopic::default();
             topic.name = self.topic.clone();
-            topic.partitions = self.partitions.clone();
+            topic.partitions = new.clone();
             let mut req = AddPartitionsToTxnRequest::default();
             req.v3_and_below_transactional_id = self.id.clone();
             req.v3_and_below_producer_id = self.producer_id.into();
@@ -228,6 +236,7 @@ impl Session {
             match failed {
                 None => {
                     record(&mut self.phases.begin, asked.elapsed().as_micros() as u64, 1);
+                    self.added.extend(new);
                     return Ok(());
                 }
                 Some((_, code)) if retriable(code) && Instant::now() < deadline => {
@@ -241,8 +250,13 @@ impl Session {
     }
 
     /// Commits the open transaction (every record in it answered) and
-    /// moves the next commit to the following slot.
+    /// moves the next commit to the following slot. A transaction no
+    /// partition joined is not open: nothing is sent.
     pub async fn commit(&mut self) -> Result<(), String> {
+        if self.added.is_empty() {
+            self.skip(Instant::now());
+            return Ok(());
+        }
         let mut req = EndTxnRequest::default();
         req.transactional_id = self.id.clone();
         req.producer_id = self.producer_id.into();
@@ -260,6 +274,8 @@ impl Session {
             record(&mut self.phases.commit, (now - self.next).as_micros() as u64, 1);
         }
         self.phases.commits += 1;
+        self.phases.partitions_ended += self.added.len() as u64;
+        self.added.clear();
         self.records = 0;
         self.next = next_slot(self.next, self.interval, now);
         Ok(())
