@@ -274,6 +274,18 @@ fn the_same_workload_through_librdkafka_is_validated_and_compared() {
     assert!(log.contains("native / librdkafka"), "{log}");
 }
 
+/// `bench produce --transactional` committing every 100 ms: 4 partitions
+/// of `topic`, 2,000 msg/s of 100 B records, acks=all, 2 s after 1 s of
+/// warm-up (6,000 records a run), plus `client`'s arguments.
+fn transactional_bench(broker: &Broker, topic: &str, client: &[&str], out: &Path) -> (bool, Value, String) {
+    let bootstrap = broker.bootstrap();
+    let mut args = vec!["produce", "--transactional", "--txn-interval", "100ms", "--acks", "all"];
+    args.extend_from_slice(client);
+    args.extend_from_slice(&["--bootstrap", &bootstrap, "--topic", topic, "--partitions", "4", "--rate", "2000"]);
+    args.extend_from_slice(&["--record-size", "100", "--duration", "2s", "--warmup", "1s"]);
+    bench(&args, out)
+}
+
 /// `--transactional` runs the librdkafka workload without and then with a
 /// transactional producer committing every 100 ms; a read_committed
 /// consumer receives every record of both, and the topic holds one commit
@@ -285,33 +297,7 @@ fn transactions_are_measured_beside_the_same_run_without() {
     let dir = common::tempdir().unwrap();
     let broker = Broker::start(&dir.path().join("data"), 1);
     let out = dir.path().join("out");
-    let (ok, json, log) = bench(
-        &[
-            "produce",
-            "--client",
-            "rdkafka",
-            "--transactional",
-            "--txn-interval",
-            "100ms",
-            "--acks",
-            "all",
-            "--bootstrap",
-            &broker.bootstrap(),
-            "--topic",
-            "txn-bench",
-            "--partitions",
-            "4",
-            "--rate",
-            "2000",
-            "--record-size",
-            "100",
-            "--duration",
-            "2s",
-            "--warmup",
-            "1s",
-        ],
-        &out,
-    );
+    let (ok, json, log) = transactional_bench(&broker, "txn-bench", &["--client", "rdkafka"], &out);
     assert!(ok, "bench failed: {log}");
     let (plain, txn) = (&json["without_transactions"], &json["transactional"]);
     for run in [plain, txn] {
@@ -350,31 +336,7 @@ fn the_native_generator_measures_transactions_beside_the_same_run_without() {
     let dir = common::tempdir().unwrap();
     let broker = Broker::start(&dir.path().join("data"), 1);
     let out = dir.path().join("out");
-    let (ok, json, log) = bench(
-        &[
-            "produce",
-            "--transactional",
-            "--txn-interval",
-            "100ms",
-            "--acks",
-            "all",
-            "--bootstrap",
-            &broker.bootstrap(),
-            "--topic",
-            "native-txn-bench",
-            "--partitions",
-            "4",
-            "--rate",
-            "2000",
-            "--record-size",
-            "100",
-            "--duration",
-            "2s",
-            "--warmup",
-            "1s",
-        ],
-        &out,
-    );
+    let (ok, json, log) = transactional_bench(&broker, "native-txn-bench", &[], &out);
     assert!(ok, "bench failed: {log}");
     let (plain, txn) = (&json["without_transactions"], &json["transactional"]);
     for run in [plain, txn] {

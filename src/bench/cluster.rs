@@ -53,7 +53,11 @@ impl Layout {
     }
 }
 
-fn pick(resp: &ApiVersionsResponse, key: ApiKey, ours: std::ops::RangeInclusive<i16>) -> Result<i16, String> {
+pub(super) fn pick(
+    resp: &ApiVersionsResponse,
+    key: ApiKey,
+    ours: std::ops::RangeInclusive<i16>,
+) -> Result<i16, String> {
     let theirs = resp.api_keys.iter().find(|k| k.api_key == key as i16);
     let Some(theirs) = theirs else { return Err(format!("the broker does not offer {key:?}")) };
     let top = theirs.max_version.min(*ours.end());

@@ -53,14 +53,15 @@ pub struct ProduceCounts {
     pub txn: CommitPhases,
 }
 
-/// A native transactional run's commits, each phase's durations in
-/// microseconds.
+/// A transactional run's commits, each phase's durations in
+/// microseconds (the phases: native runs only).
 #[derive(Debug, Clone)]
 pub struct CommitPhases {
     pub commits: u64,
     /// Partitions the commits ended (each got a marker).
     pub partitions_ended: u64,
-    /// Commit slot → EndTxn answered: the whole commit.
+    /// Commit slot → EndTxn answered: the whole commit (librdkafka's
+    /// runs: its commit_transaction, which flushes first; no phases).
     pub commit: Histogram<u64>,
     /// Commit slot → the transaction's last record answered.
     pub drain: Histogram<u64>,
@@ -68,7 +69,7 @@ pub struct CommitPhases {
     pub end_txn: Histogram<u64>,
     /// AddPartitionsToTxn sent → answered: partitions joining a
     /// transaction before their first batch in it.
-    pub begin: Histogram<u64>,
+    pub add_partitions: Histogram<u64>,
 }
 
 impl Default for CommitPhases {
@@ -79,7 +80,7 @@ impl Default for CommitPhases {
             commit: histogram(),
             drain: histogram(),
             end_txn: histogram(),
-            begin: histogram(),
+            add_partitions: histogram(),
         }
     }
 }
@@ -92,7 +93,7 @@ impl CommitPhases {
             (&mut self.commit, &other.commit),
             (&mut self.drain, &other.drain),
             (&mut self.end_txn, &other.end_txn),
-            (&mut self.begin, &other.begin),
+            (&mut self.add_partitions, &other.add_partitions),
         ] {
             mine.add(theirs).expect("same bounds");
         }

@@ -22,12 +22,11 @@ use rdkafka::{
 };
 
 use super::{
-    measure::{acknowledge, histogram, record, ProduceCounts},
+    measure::{acknowledge, histogram, record, CommitPhases, ProduceCounts},
     payload::{key_text, partition_for_key, Pending, Stamp, STAMP_BYTES},
     produce::pin,
     report::Tick,
     schedule::{Schedule, SplitMix},
-    transactional::TxnStats,
     txn_session::next_slot,
     Clock, Outcome, Workload,
 };
@@ -84,7 +83,7 @@ pub fn run(w: &Workload, bootstrap: &str) -> Result<Outcome, String> {
     run_with(w, bootstrap, Extras::default()).map(|(o, _)| o)
 }
 
-pub fn run_with(w: &Workload, bootstrap: &str, x: Extras) -> Result<(Outcome, Option<TxnStats>), String> {
+pub fn run_with(w: &Workload, bootstrap: &str, x: Extras) -> Result<(Outcome, Option<CommitPhases>), String> {
     let counts = Arc::new(Mutex::new(ProduceCounts::default()));
     let (cpu_before, started) = (super::process_cpu_seconds(), Instant::now());
     let start = Instant::now() + Duration::from_millis(500);
@@ -167,7 +166,7 @@ pub fn run_with(w: &Workload, bootstrap: &str, x: Extras) -> Result<(Outcome, Op
         generator_cpu,
         warmup_s: w.warmup.as_secs_f64(),
     };
-    Ok((outcome, txn.map(|t| TxnStats { commits: t.commits, commit: t.durations, phases: None })))
+    Ok((outcome, txn.map(|t| CommitPhases { commits: t.commits, commit: t.durations, ..Default::default() })))
 }
 
 /// The transaction of a transactional run: committed (and the next one

@@ -12,8 +12,6 @@
 //! load cores' event loops; `--client rdkafka` runs librdkafka's
 //! transactional producer and a librdkafka read_committed consumer.
 
-use std::time::Duration;
-
 use hdrhistogram::Histogram;
 use serde_json::json;
 
@@ -24,60 +22,30 @@ use super::{
     BenchArgs, ClientKind, Outcome, Workload,
 };
 
-/// The commits of a transactional run.
-pub struct TxnStats {
-    pub commits: u64,
-    /// How long each commit took (librdkafka: commit_transaction, which
-    /// flushes the transaction's records first; native: from the commit
-    /// slot until EndTxn was answered), microseconds.
-    pub commit: Histogram<u64>,
-    /// The native generator's commits by phase.
-    pub phases: Option<CommitPhases>,
-}
-
-/// One run of the comparison, transactional when `txn` is given.
-fn run_one(
-    w: &Workload,
-    a: &BenchArgs,
-    layout: &Layout,
-    txn: Option<Duration>,
-    e2e: bool,
-) -> Result<(Outcome, Option<TxnStats>), String> {
+/// One run of the comparison, transactional when the workload has a
+/// `txn_interval`: its outcome and commits (librdkafka's have no phases:
+/// only `commit`, its commit_transaction, which flushes first).
+fn run_one(w: &Workload, a: &BenchArgs, layout: &Layout, e2e: bool) -> Result<(Outcome, CommitPhases), String> {
     match a.client {
         ClientKind::Native => {
-            let mut w = w.clone();
-            w.txn_interval = txn;
-            let label = if txn.is_some() { "transactional" } else { "plain" };
-            let o = super::run_once(&w, layout, e2e, label)?;
-            let phases = &o.produce.txn;
-            let stats = txn.map(|_| TxnStats {
-                commits: phases.commits,
-                commit: phases.commit.clone(),
-                phases: Some(phases.clone()),
-            });
-            Ok((o, stats))
+            let label = if w.txn_interval.is_some() { "transactional" } else { "plain" };
+            let o = super::run_once(w, layout, e2e, label)?;
+            let phases = o.produce.txn.clone();
+            Ok((o, phases))
         }
-        ClientKind::Rdkafka => run_rdkafka(w, a, txn, e2e),
+        ClientKind::Rdkafka => run_rdkafka(w, a, e2e),
     }
 }
 
 #[cfg(feature = "rdkafka-client")]
-fn run_rdkafka(
-    w: &Workload,
-    a: &BenchArgs,
-    txn_interval: Option<Duration>,
-    e2e: bool,
-) -> Result<(Outcome, Option<TxnStats>), String> {
-    super::rdkafka::run_with(w, &a.bootstrap, super::rdkafka::Extras { txn_interval, e2e })
+fn run_rdkafka(w: &Workload, a: &BenchArgs, e2e: bool) -> Result<(Outcome, CommitPhases), String> {
+    let extras = super::rdkafka::Extras { txn_interval: w.txn_interval, e2e };
+    let (o, commits) = super::rdkafka::run_with(w, &a.bootstrap, extras)?;
+    Ok((o, commits.unwrap_or_default()))
 }
 
 #[cfg(not(feature = "rdkafka-client"))]
-fn run_rdkafka(
-    _: &Workload,
-    _: &BenchArgs,
-    _: Option<Duration>,
-    _: bool,
-) -> Result<(Outcome, Option<TxnStats>), String> {
+fn run_rdkafka(_: &Workload, _: &BenchArgs, _: bool) -> Result<(Outcome, CommitPhases), String> {
     Err("this shardlog was built without librdkafka: rebuild with `--features rdkafka-client` for --client rdkafka"
         .into())
 }
@@ -103,15 +71,15 @@ pub fn compare(w: &Workload, a: &BenchArgs, layout: &Layout, name: &str) -> Resu
         eprintln!("unthrottled (--rate 0): throughput only, no read_committed e2e reader");
     }
     eprintln!("without transactions ({client}):");
-    let (plain, _) = run_one(w, a, layout, None, e2e)?;
+    let (plain, _) = run_one(w, a, layout, e2e)?;
     plain.print();
     eprintln!("with transactions, a commit every {interval_ms} ms:");
     let mut txn_w = w.clone();
     txn_w.run = w.run.wrapping_add(1);
     txn_w.txn_interval = Some(interval);
-    let (txn, stats) = run_one(&txn_w, a, layout, Some(interval), e2e)?;
+    let (txn, stats) = run_one(&txn_w, a, layout, e2e)?;
     txn.print();
-    let stats = stats.expect("a transactional run counts its commits");
+    let native = a.client == ClientKind::Native;
     let ratio = txn.throughput() / plain.throughput().max(1e-9);
     let comparison = json!({
         "throughput_txn_over_plain": ratio,
@@ -125,11 +93,11 @@ pub fn compare(w: &Workload, a: &BenchArgs, layout: &Layout, name: &str) -> Resu
             ClientKind::Native => "commit slot → EndTxn answered (the last records' answers, then EndTxn)",
             ClientKind::Rdkafka => "librdkafka commit_transaction (its flush, then EndTxn)",
         },
-        "partitions_ended": stats.phases.as_ref().map(|p| p.partitions_ended),
-        "commit_phases_ms": stats.phases.as_ref().map(|p| json!({
-            "drain": percentiles_json(&p.drain),
-            "end_txn": percentiles_json(&p.end_txn),
-            "add_partitions": percentiles_json(&p.begin),
+        "partitions_ended": native.then_some(stats.partitions_ended),
+        "commit_phases_ms": native.then(|| json!({
+            "drain": percentiles_json(&stats.drain),
+            "end_txn": percentiles_json(&stats.end_txn),
+            "add_partitions": percentiles_json(&stats.add_partitions),
             "drain_is": "commit slot → the transaction's last record answered",
         })),
         "target_throughput_ratio_at_least": 0.8,
@@ -147,7 +115,8 @@ pub fn compare(w: &Workload, a: &BenchArgs, layout: &Layout, name: &str) -> Resu
         report::ms(stats.commit.value_at_percentile(50.0)),
         report::ms(stats.commit.value_at_percentile(99.0)),
     );
-    if let Some(p) = &stats.phases {
+    if native {
+        let p = &stats;
         let both = |h: &Histogram<u64>| {
             format!(
                 "{:.3} / {:.3} ms",
@@ -159,7 +128,7 @@ pub fn compare(w: &Workload, a: &BenchArgs, layout: &Layout, name: &str) -> Resu
             "commit phases, p50 / p99: last records answered {}, EndTxn {}, AddPartitionsToTxn {}",
             both(&p.drain),
             both(&p.end_txn),
-            both(&p.begin)
+            both(&p.add_partitions)
         );
     }
     let mut params = w.params(a, "produce", client);

@@ -28,7 +28,7 @@ use kafka_protocol::{
 };
 
 use super::{
-    cluster::CLIENT_ID,
+    cluster::{pick, CLIENT_ID},
     measure::{record, CommitPhases},
 };
 use crate::{
@@ -67,16 +67,6 @@ pub struct Prepared {
     pub epoch: i16,
 }
 
-fn newest(resp: &ApiVersionsResponse, key: ApiKey, ours: std::ops::RangeInclusive<i16>) -> Result<i16, String> {
-    let theirs = resp.api_keys.iter().find(|k| k.api_key == key as i16);
-    let Some(theirs) = theirs else { return Err(format!("the broker does not offer {key:?}: no transactions")) };
-    let top = theirs.max_version.min(*ours.end());
-    if top < *ours.start() || top < theirs.min_version {
-        return Err(format!("no common {key:?} version: the broker offers {}..={}", theirs.min_version, top));
-    }
-    Ok(top)
-}
-
 /// Retriable answers while a coordinator loads, moves or finishes the
 /// transaction before.
 fn retriable(code: i16) -> bool {
@@ -96,10 +86,10 @@ pub fn prepare(bootstrap: &str, transactional_id: String) -> Result<Prepared, St
     let offered: ApiVersionsResponse =
         client.call(ApiKey::ApiVersions, 0, &ApiVersionsRequest::default()).map_err(|e| e.to_string())?;
     let versions = TxnVersions {
-        find_coordinator: newest(&offered, ApiKey::FindCoordinator, 1..=3)?,
-        init_producer_id: newest(&offered, ApiKey::InitProducerId, 0..=4)?,
-        add_partitions: newest(&offered, ApiKey::AddPartitionsToTxn, 0..=3)?,
-        end_txn: newest(&offered, ApiKey::EndTxn, 0..=3)?,
+        find_coordinator: pick(&offered, ApiKey::FindCoordinator, 1..=3)?,
+        init_producer_id: pick(&offered, ApiKey::InitProducerId, 0..=4)?,
+        add_partitions: pick(&offered, ApiKey::AddPartitionsToTxn, 0..=3)?,
+        end_txn: pick(&offered, ApiKey::EndTxn, 0..=3)?,
     };
     let deadline = Instant::now() + RETRY_FOR;
     let what = |step: &str, code: i16| format!("{step} for transactional id {transactional_id}: error {code}");
@@ -235,7 +225,7 @@ impl Session {
                 .map(|(topic, p)| (format!("{topic}-{}", p.partition_index), p.partition_error_code));
             match failed {
                 None => {
-                    record(&mut self.phases.begin, asked.elapsed().as_micros() as u64, 1);
+                    record(&mut self.phases.add_partitions, asked.elapsed().as_micros() as u64, 1);
                     self.added.extend(new);
                     return Ok(());
                 }
