@@ -32,6 +32,9 @@ pub const CLIENT_RESPONSE_BYTES_MAX: usize = 256 << 20;
 
 /// Largest single DMA write when queued appends are flushed together. Bounds
 /// the aligned staging buffer; a lone batch larger than this is written alone.
+/// Each shard journal file (`storage::journal`); a full one is retired
+/// after a checkpoint syncs the segments it covers.
+pub const JOURNAL_FILE_BYTES_DEFAULT: u64 = 32 << 20;
 pub const WRITE_BYTES_MAX: usize = 4 << 20;
 
 /// Segment size at which a log rolls to a new segment (Kafka: 1 GiB).

@@ -211,6 +211,10 @@ pub struct ServeArgs {
     /// instead of extending the file.
     #[arg(long)]
     pub zero_ahead_bytes: Option<u64>,
+    /// Bytes of each shard journal file (default 32 MiB; 0 turns the
+    /// journal off and acks=all syncs each partition's segment instead).
+    #[arg(long)]
+    pub journal_file_bytes: Option<u64>,
     /// Memory the broker may use, split over its shards, e.g. 2GiB or
     /// 512MiB (default: a quarter of the machine's). It covers requests in
     /// flight, partition state and the batch cache, which evicts to fit.
@@ -257,6 +261,9 @@ impl ServeArgs {
         }
         if let Some(v) = self.zero_ahead_bytes {
             c.zero_ahead_bytes = v;
+        }
+        if let Some(v) = self.journal_file_bytes {
+            c.journal_file_bytes = v;
         }
         if let Some(v) = self.memory {
             c.memory = Some(v);

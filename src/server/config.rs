@@ -69,6 +69,11 @@ pub struct ServeConfig {
     /// the background, so an append overwrites blocks instead of extending
     /// the file (a journal commit on its path); 0 turns it off.
     pub zero_ahead_bytes: u64,
+    /// Size of each shard journal file (`storage::journal`): durable
+    /// appends are made durable there, one write and one sync per loop turn
+    /// for all partitions; 0 turns the journal off (each partition's
+    /// segment is synced instead).
+    pub journal_file_bytes: u64,
     /// Memory the broker may use, split over its shards: "2GiB", "512MiB"
     /// (see `server::memory`); a quarter of the machine's when absent.
     pub memory: Option<String>,
@@ -114,6 +119,7 @@ impl Default for ServeConfig {
             metrics_listen: "127.0.0.1:9644".into(),
             io_properties: None,
             zero_ahead_bytes: crate::limits::ZERO_AHEAD_BYTES_DEFAULT,
+            journal_file_bytes: crate::limits::JOURNAL_FILE_BYTES_DEFAULT,
             memory: None,
             segment_files_idle_close_ms: 30_000,
             super_users: Vec::new(),

@@ -142,6 +142,7 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
         max_inflight_bytes_per_shard: memory.requests as usize,
         disk_reads_per_shard,
         zero_ahead_bytes: config.zero_ahead_bytes,
+        journal_file_bytes: config.journal_file_bytes,
         max_partitions: memory.partitions_per_shard() * cpus.len() as u64,
         open_files_per_shard: nofile.open_files_per_shard(cpus.len()),
         idle_files_every: Duration::from_millis(config.segment_files_idle_close_ms.max(10)),
@@ -159,18 +160,18 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
     let mesh = MeshBuilder::<Envelope, _>::full(cpus.len(), MESH_CHANNEL_CAPACITY);
     let started = Instant::now();
     let ready = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let replay = read_journals(&config.data_dir)?;
     let mut handles = Vec::new();
     for (index, &cpu) in cpus.iter().enumerate() {
-        let (mesh, table, settings, stop, ready, acls) =
-            (mesh.clone(), table.clone(), settings.clone(), stop.clone(), ready.clone(), acls.clone());
+        let (mesh, table, settings, stop, ready, acls, replay) =
+            (mesh.clone(), table.clone(), settings.clone(), stop.clone(), ready.clone(), acls.clone(), replay.clone());
         let (listeners, tls) = (listeners.clone(), tls.clone());
         let metrics = if index == 0 { metrics.take() } else { None };
         let handle = LocalExecutorBuilder::new(Placement::Fixed(cpu))
             .name(&format!("shard-{index}"))
             .spawn(move || async move {
-                let start =
-                    ShardStart { mesh, table, settings, listeners, tls, stop, ready, maintenance_every, metrics, acls };
-                run_shard(start).await
+                let start = ShardStart { mesh, table, settings, listeners, tls, stop, ready };
+                run_shard(start, ShardExtras { maintenance_every, metrics, acls, replay }).await
             })
             .map_err(|e| format!("cannot start shard on core {cpu}: {e}"))?;
         handles.push(handle);
@@ -179,6 +180,7 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
         std::thread::sleep(Duration::from_millis(2));
     }
     if ready.load(Ordering::Acquire) == cpus.len() {
+        finish_journals(&replay, &config.data_dir);
         banner!(
             "shardlog: listening on {} with {} shard(s) on cores {:?}, data in {}{} (ready in {} ms)",
             listeners.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
@@ -189,6 +191,8 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
             started.elapsed().as_millis()
         );
     }
+    // The journals' bytes are in their partitions now.
+    drop(replay);
     let mut failure = None;
     for h in handles {
         match h.join() {
@@ -334,6 +338,32 @@ fn lock_data_dir(dir: &std::path::Path) -> Result<std::fs::File, String> {
     Ok(file)
 }
 
+/// Reads the journal files the last run left (`storage::journal`).
+fn read_journals(data_dir: &std::path::Path) -> Result<Arc<crate::storage::journal::Replay>, String> {
+    let started = Instant::now();
+    let replay = crate::storage::journal::read_all(data_dir).map_err(|e| {
+        format!("cannot read the journal in {}: {e}", data_dir.join(crate::storage::journal::DIR).display())
+    })?;
+    if replay.entries() > 0 {
+        log::info!(
+            "journal: {} batch(es) from the last run read in {} ms; each partition appends what it lacks",
+            replay.entries(),
+            started.elapsed().as_millis()
+        );
+    }
+    Ok(Arc::new(replay))
+}
+
+/// Every shard is up, each partition holding what the last run's journals
+/// had for it: the files go.
+fn finish_journals(replay: &crate::storage::journal::Replay, data_dir: &std::path::Path) {
+    match replay.finish(data_dir) {
+        Ok(0) => {}
+        Ok(n) => log::info!("removed the {n} journal file(s) of the last run: their batches are in their partitions"),
+        Err(e) => log::warn!("cannot remove the last run's journal files (the next start reads them again): {e}"),
+    }
+}
+
 /// What one shard's executor starts from.
 struct ShardStart {
     mesh: MeshBuilder<Envelope, glommio::channels::channel_mesh::Full>,
@@ -343,14 +373,21 @@ struct ShardStart {
     tls: Option<Arc<tls::TlsState>>,
     stop: Arc<AtomicBool>,
     ready: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// The rest of what a shard starts from.
+struct ShardExtras {
     maintenance_every: Duration,
     metrics: Option<std::net::TcpListener>,
     /// The ACLs persisted, loaded once for every shard.
     acls: Arc<crate::security::acl::AclSet>,
+    /// The journals the last run left, read once for every shard.
+    replay: Arc<crate::storage::journal::Replay>,
 }
 
-async fn run_shard(start: ShardStart) -> Result<(), String> {
-    let ShardStart { mesh, table, settings, listeners, tls, stop, ready, maintenance_every, metrics, acls } = start;
+async fn run_shard(start: ShardStart, extras: ShardExtras) -> Result<(), String> {
+    let ShardStart { mesh, table, settings, listeners, tls, stop, ready } = start;
+    let ShardExtras { maintenance_every, metrics, acls, replay } = extras;
     let (senders, receivers) = mesh.join().await.map_err(|e| format!("cannot join the shard mesh: {e}"))?;
     let shard = Shard::new(settings, senders, table.clone());
     shard.set_acls(acls);
@@ -369,7 +406,13 @@ async fn run_shard(start: ShardStart) -> Result<(), String> {
     shard.serve_peers(receivers);
     crate::storage::open_files::set_limit(shard.settings.open_files_per_shard as usize);
     crate::shard::maintenance::spawn_idle_file_closer(&shard, shard.settings.idle_files_every);
+    if let Err(e) = crate::shard::journal_glue::start(&shard, replay).await {
+        ready.fetch_add(FAILED_TO_START, Ordering::AcqRel);
+        stop.store(true, Ordering::Relaxed);
+        return Err(e);
+    }
     let failed = shard.apply_topics(table).await;
+    crate::shard::journal_glue::started(&shard, failed.is_empty());
     if let Some(crate::shard::messages::OpenFailure { topic, partition, cause }) = failed.first() {
         log::error!(
             "shard {}: {} partition(s) on disk could not be opened and are not served, first {topic}-{partition}: {cause}",

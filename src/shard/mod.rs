@@ -17,6 +17,7 @@ pub mod topic_errors;
 pub mod topics;
 
 pub mod group_glue;
+pub mod journal_glue;
 pub mod maintenance;
 mod owner;
 mod topic_admin;
@@ -71,6 +72,8 @@ pub struct BrokerSettings {
     pub disk_reads_per_shard: usize,
     /// Zero-ahead window of every active segment (`storage::zero_ahead`).
     pub zero_ahead_bytes: u64,
+    /// `ServeConfig::journal_file_bytes`; 0: no journal.
+    pub journal_file_bytes: u64,
     /// Partitions the broker can serve within its memory budget
     /// (`server::memory`); topic creation refuses more.
     pub max_partitions: u64,
@@ -173,6 +176,11 @@ pub struct Shard {
     acl_permit: glommio::sync::Semaphore,
     /// This shard's copy of the SCRAM credentials (`credentials_admin`).
     credentials: RefCell<Arc<crate::security::credentials::Credentials>>,
+    /// The shard journal durable appends go through (`journal_glue`).
+    pub(crate) journal: std::cell::OnceCell<Rc<crate::storage::journal::Journal>>,
+    /// The journals left by the last run, while this shard opens its
+    /// partitions at start-up.
+    pub(crate) replay: RefCell<Option<Arc<crate::storage::journal::Replay>>>,
 }
 
 impl Shard {
@@ -207,6 +215,8 @@ impl Shard {
             acls: RefCell::new(Arc::default()),
             acl_permit: glommio::sync::Semaphore::new(1),
             credentials,
+            journal: Default::default(),
+            replay: RefCell::new(None),
         })
     }
 

@@ -467,7 +467,17 @@ impl Shard {
             }
         };
         config.zero_ahead_bytes = self.settings.zero_ahead_bytes;
-        match PartitionLog::open(&dir, PartitionName(name.clone()), config, Clock::System, Faults::default()).await {
+        let (link, replay) = super::journal_glue::for_partition(self, meta, partition);
+        let opened = PartitionLog::open_journaled(
+            &dir,
+            PartitionName(name.clone()),
+            config,
+            Clock::System,
+            Faults::default(),
+            link,
+            &replay,
+        );
+        match opened.await {
             Ok((log, report)) => {
                 if !report.cuts.is_empty() {
                     log::warn!("shard {}: partition {name}: recovery cut {} piece(s)", self.id, report.cuts.len());

@@ -13,6 +13,7 @@ pub mod config;
 pub mod error;
 pub mod file;
 pub mod index;
+pub mod journal;
 pub mod log;
 pub mod open_files;
 pub mod producers;

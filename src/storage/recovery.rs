@@ -54,6 +54,8 @@ pub struct RecoveryReport {
     pub bytes_verified: u64,
     pub checkpoint: Option<Checkpoint>,
     pub cuts: Vec<Cut>,
+    /// Batches the shard journal gave back after recovery.
+    pub journal_batches: usize,
 }
 
 pub fn encode_checkpoint(cp: Checkpoint) -> Vec<u8> {

@@ -144,7 +144,7 @@ impl PartitionLog {
 
     /// Queues a checked batch, writes the queue (or waits for the writer
     /// before to write it), then waits for `durability`.
-    async fn write_queued(
+    pub(super) async fn write_queued(
         &self,
         batch: BytesMut,
         header: record_batch::BatchHeader,
@@ -201,6 +201,9 @@ impl PartitionLog {
                 Err(e) => {
                     // Nothing after a failed write may be written out of order.
                     let mut st = self.state.borrow_mut();
+                    // The journal holds the failed run; the batches that
+                    // take its offsets next supersede it there.
+                    st.journal.end = st.journal.end.min(st.next_offset);
                     for p in &queue[done..] {
                         if producers::is_idempotent(&p.header) {
                             st.producers.forget(&p.header);
@@ -260,6 +263,9 @@ impl PartitionLog {
             let needed = write_pos + bytes.len() as u64;
             (seg.file.clone(), seg.ahead.clone(), buf, write_pos, needed)
         };
+        // Into the journal alongside the segment (durable appends wait for
+        // the journal's sync, not the segment's).
+        self.journal_run(run);
         let step = self.config.preallocate_step_bytes;
         if ahead.covers(needed) {
             // Blocks written before: a plain overwrite, no metadata to change.

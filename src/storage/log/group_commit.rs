@@ -8,10 +8,39 @@ use super::state::{bump, PartitionLog};
 use crate::storage::error::StorageError;
 
 impl PartitionLog {
-    /// Returns once every offset below `target` is durable. Callers queue on
-    /// the sync permit; whoever gets it finds its data already covered by the
-    /// sync before it, or syncs everything written so far for all behind it.
+    /// Returns once every offset below `target` is durable: in the shard
+    /// journal when the log has one (`journaled`), else (or when the journal
+    /// cannot vouch for them) by syncing the segment.
     pub async fn sync_through(&self, target: i64) -> Result<(), StorageError> {
+        if let Some(link) = &self.journal {
+            if let Some(entry) = self.journal_through(link, target) {
+                if link.journal.wait(entry).await {
+                    return Ok(());
+                }
+                // The journal failed: the segment sync makes it durable.
+            }
+        }
+        self.segment_sync_through(target).await
+    }
+
+    /// Syncs the segment if anything written is not yet covered by a
+    /// segment sync (a journal checkpoint: the journal may then forget it).
+    /// A run queued in the journal before this call has finished its
+    /// segment write once the write permit is free, so the sync covers it.
+    pub async fn sync_segments(&self) -> Result<(), StorageError> {
+        drop(self.write_permit.acquire_permit(1).await.expect("write permit: never closed"));
+        let end = self.log_end();
+        if self.state.borrow().durable_offset >= end {
+            return Ok(());
+        }
+        self.segment_sync_through(end).await
+    }
+
+    /// Returns once every offset below `target` is covered by a segment
+    /// sync. Callers queue on the sync permit; whoever gets it finds its
+    /// data already covered by the sync before it, or syncs everything
+    /// written so far for all behind it.
+    pub(super) async fn segment_sync_through(&self, target: i64) -> Result<(), StorageError> {
         if self.state.borrow().durable_offset >= target {
             return Ok(());
         }

@@ -7,11 +7,12 @@ use std::{
     rc::Rc,
 };
 
+use bytes::{Bytes, BytesMut};
 use glommio::sync::Semaphore;
 
 use super::{
     retention::read_log_start,
-    state::{align_down, LogState, LogStats, PartitionLog},
+    state::{align_down, JournalTrack, LogState, LogStats, PartitionLog},
 };
 use crate::{
     protocol::record_batch::BatchHeader,
@@ -20,6 +21,7 @@ use crate::{
         config::{Clock, LogConfig},
         error::{PartitionName, StorageError},
         file::Faults,
+        journal::JournalLink,
         producers::{self, ProducerStates},
         recovery::{self, Checkpoint, RecoveryReport},
         segment::Segment,
@@ -36,8 +38,23 @@ impl PartitionLog {
         clock: Clock,
         faults: Faults,
     ) -> Result<(Self, RecoveryReport), StorageError> {
+        Self::open_journaled(dir, name, config, clock, faults, None, &[]).await
+    }
+
+    /// [`Self::open`] for a log whose durable appends go through `journal`:
+    /// after recovery, the batches of `replay` (the journal's, from before a
+    /// crash) that continue the log are appended, and synced with it.
+    pub async fn open_journaled(
+        dir: &Path,
+        name: PartitionName,
+        config: LogConfig,
+        clock: Clock,
+        faults: Faults,
+        journal: Option<JournalLink>,
+        replay: &[Bytes],
+    ) -> Result<(Self, RecoveryReport), StorageError> {
         let config = config.clamped();
-        let (segments, report) = recovery::recover(dir, &name, &config, &faults, clock.now_ms()).await?;
+        let (segments, mut report) = recovery::recover(dir, &name, &config, &faults, clock.now_ms()).await?;
         let active = segments.last().expect("recover returns at least one segment");
         let next_offset = active.next_offset;
         // DeleteRecords may have moved the start past the first segment's base.
@@ -55,8 +72,9 @@ impl PartitionLog {
             pending: Vec::new(),
             producers: ProducerStates::default(),
             aborted: AbortedIndex::default(),
+            journal: JournalTrack::default(),
         };
-        let log = Self {
+        let mut log = Self {
             name,
             dir: dir.to_path_buf(),
             config,
@@ -70,7 +88,10 @@ impl PartitionLog {
             halted: Rc::new(Cell::new(false)),
             cleaned_up_to: Cell::new(None),
             stats: LogStats::default(),
+            journal: None,
         };
+        report.journal_batches = log.replay_journal(replay).await?;
+        log.journal = journal;
         // What recovery kept is now the trusted prefix: sync it and say so, so
         // the next open validates only what is written after this point.
         // (Sealed segments were synced when they rolled.) After a clean close
@@ -86,6 +107,48 @@ impl PartitionLog {
         }
         log.rebuild_producers().await;
         Ok((log, report))
+    }
+
+    /// Appends the journal's batches that continue the recovered log (those
+    /// it already holds are skipped); stops at one that would leave a gap.
+    /// A batch supersedes any queued before it at the same or later
+    /// offsets: those were a run whose segment write failed, whose offsets
+    /// the next writes took.
+    async fn replay_journal(&self, batches: &[Bytes]) -> Result<usize, StorageError> {
+        let mut plan: Vec<(BatchHeader, &Bytes)> = Vec::new();
+        for batch in batches {
+            let Ok(header) = BatchHeader::parse(batch, usize::MAX) else {
+                log::warn!("partition {}: an unreadable batch in the journal; its replay stops there", self.name);
+                break;
+            };
+            while plan.last().is_some_and(|(h, _)| h.base_offset >= header.base_offset) {
+                plan.pop();
+            }
+            plan.push((header, batch));
+        }
+        let mut appended = 0;
+        for (header, batch) in plan {
+            let end = self.log_end();
+            if header.last_offset() < end {
+                continue;
+            }
+            if header.base_offset != end {
+                log::warn!(
+                    "partition {}: the journal's batch at offset {} does not continue the log at {end}; \
+                     its replay stops",
+                    self.name,
+                    header.base_offset
+                );
+                break;
+            }
+            let mut timings = super::AppendTimings::default();
+            self.write_queued(BytesMut::from(&batch[..]), header, super::Durability::Written, &mut timings).await?;
+            appended += 1;
+        }
+        if appended > 0 {
+            log::info!("partition {}: appended {appended} batch(es) from the journal", self.name);
+        }
+        Ok(appended)
     }
 
     /// Rebuilds the producer and transaction states on open: the newest

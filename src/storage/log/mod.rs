@@ -15,6 +15,7 @@
 //! - `state` — `PartitionLog`, `LogState` (segments, tail block, cache, the
 //!   append queue, producers), `LogStats`, the accessors.
 //! - `group_commit` — `sync_through`: one `fdatasync` for all who wait.
+//! - `journaled` — or, with a shard journal, one journal write for all.
 //! - `seal` — `roll`, and the background work a roll leaves (`SealWork`,
 //!   `CheckpointWork`) that `settle` waits for.
 //! - `append` — the append queue flushed as DMA write runs (`append` →
@@ -35,6 +36,9 @@ mod cleaning;
 #[cfg(test)]
 mod close_tests;
 mod group_commit;
+#[cfg(test)]
+mod journal_tests;
+mod journaled;
 mod lifecycle;
 mod read;
 mod retention;

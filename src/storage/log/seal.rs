@@ -50,7 +50,7 @@ impl PartitionLog {
     /// ([`SealWork`]): until they land, recovery rebuilds missing indices
     /// and validates from the previous checkpoint, as after any crash.
     pub(super) async fn roll(&self) -> Result<(), StorageError> {
-        self.sync_through(self.log_end()).await?;
+        self.segment_sync_through(self.log_end()).await?;
         let sealed = self.seal_work();
         let base = self.state.borrow().next_offset;
         let seg =
@@ -94,7 +94,7 @@ impl PartitionLog {
     /// Makes the active segment durable, trims it and writes its index
     /// files, now (at close).
     pub(super) async fn seal_active(&self) -> Result<(), StorageError> {
-        self.sync_through(self.log_end()).await?;
+        self.segment_sync_through(self.log_end()).await?;
         self.seal_work().run(&Cell::new(false)).await
     }
 

@@ -112,6 +112,22 @@ pub(super) struct LogState {
     pub(super) producers: ProducerStates,
     /// Transactions aborted here, by the segment holding their marker.
     pub(super) aborted: AbortedIndex,
+    /// What of the log the shard journal holds (when the log has one).
+    pub(super) journal: JournalTrack,
+}
+
+/// How far the shard journal holds this log (see `journaled`).
+#[derive(Debug, Default)]
+pub(super) struct JournalTrack {
+    /// Set by the first durable append: a log only ever written with acks=1
+    /// puts nothing in the journal.
+    pub(super) wanted: bool,
+    /// Every batch from this offset on is queued in the journal (unset until
+    /// the first is).
+    pub(super) from: Option<i64>,
+    /// The end of the last batch queued, in journal entry `entry`.
+    pub(super) end: i64,
+    pub(super) entry: u64,
 }
 
 impl LogState {
@@ -145,6 +161,8 @@ pub struct PartitionLog {
     /// below it have been cleaned.
     pub(super) cleaned_up_to: Cell<Option<i64>>,
     pub(super) stats: LogStats,
+    /// The shard journal durable appends go through, if any.
+    pub(super) journal: Option<crate::storage::journal::JournalLink>,
 }
 
 impl Drop for PartitionLog {

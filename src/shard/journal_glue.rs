@@ -1,0 +1,81 @@
+//! The shard's side of its journal (`storage::journal`): starting it before
+//! the partitions open, handing each partition its link and its batches
+//! from the last run, and the checkpoints that let full files go.
+
+use std::{rc::Rc, sync::Arc, time::Duration};
+
+use bytes::Bytes;
+
+use crate::{
+    shard::{topics::TopicMeta, Shard},
+    storage::journal::{Journal, JournalKey, JournalLink, Replay},
+};
+
+/// How often the shard looks for full journal files to retire.
+const CHECKPOINT_POLL: Duration = Duration::from_millis(20);
+
+/// Starts this shard's journal (unless the broker runs without one) and
+/// keeps `replay` for the partitions about to open.
+pub async fn start(shard: &Rc<Shard>, replay: Arc<Replay>) -> Result<(), String> {
+    *shard.replay.borrow_mut() = Some(replay.clone());
+    let bytes = shard.settings.journal_file_bytes;
+    if bytes == 0 {
+        return Ok(());
+    }
+    let journal = Journal::create(&shard.settings.data_dir, replay.generation, shard.id, bytes).await.map_err(|e| {
+        format!("shard {}: cannot start its journal in {}: {e}", shard.id, shard.settings.data_dir.display())
+    })?;
+    let _ = shard.journal.set(journal);
+    spawn_checkpoints(shard);
+    Ok(())
+}
+
+/// Start-up is over: the last run's batches are in their partitions (or,
+/// if `opened_all` is false, the files stay for the next start).
+pub fn started(shard: &Shard, opened_all: bool) {
+    if let Some(replay) = shard.replay.borrow_mut().take() {
+        if !opened_all {
+            replay.keep_files();
+        }
+    }
+}
+
+/// What a partition of `meta` opening here gets: its link to the journal,
+/// and the batches the last run's journals hold for it.
+pub fn for_partition(shard: &Shard, meta: &TopicMeta, partition: i32) -> (Option<JournalLink>, Vec<Bytes>) {
+    let key = JournalKey { topic_id: meta.id.0, partition };
+    let replay = shard.replay.borrow().as_ref().map_or_else(Vec::new, |r| r.batches(&key).to_vec());
+    let link = shard.journal.get().map(|j| JournalLink { journal: j.clone(), key });
+    (link, replay)
+}
+
+/// When journal files are full: syncs every partition's segments, then
+/// retires the files whose entries were all queued before the syncs began.
+/// Runs in the background queue.
+fn spawn_checkpoints(shard: &Rc<Shard>) {
+    let shard = shard.clone();
+    crate::storage::background::spawn(async move {
+        let Some(journal) = shard.journal.get().cloned() else { return };
+        loop {
+            glommio::timer::sleep(CHECKPOINT_POLL).await;
+            if !journal.checkpoint_due() {
+                continue;
+            }
+            let through = journal.pushed();
+            let mut whole = true;
+            for p in shard.all_partitions() {
+                if let Err(e) = p.log.sync_segments().await {
+                    log::warn!(
+                        "shard {}: journal checkpoint of {}: {e}; its journal files stay",
+                        shard.id,
+                        p.log.name()
+                    );
+                    whole = false;
+                }
+            }
+            if whole {
+                journal.retire_through(through).await;
+            }
+        }
+    });
+}
