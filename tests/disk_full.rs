@@ -91,11 +91,14 @@ fn a_full_disk_refuses_writes_retriably_and_loses_nothing() {
     let dir = common::tempdir().unwrap();
     let disk = SmallDisk::make(dir.path());
     let data = disk.mount.join("data");
-    // Small segments and preallocation, so the disk fills in the data path.
+    // Small segments and preallocation, so the disk fills in the data path;
+    // the smallest journal files (two of the default 32 MiB would take most
+    // of this disk).
     let mut broker = Broker::start_with_config(
         &data,
         1,
-        "offsets_topic_num_partitions = 1\ntransaction_state_log_num_partitions = 1\nlog_maintenance_interval_ms = 3600000\n",
+        "offsets_topic_num_partitions = 1\ntransaction_state_log_num_partitions = 1\n\
+         log_maintenance_interval_ms = 3600000\njournal_file_bytes = 8388608\n",
         &[],
     );
     let mut w = Wire::connect(&broker.bootstrap());
