@@ -81,6 +81,11 @@ fn acks_all_batches_come_back_from_the_journal_after_their_segment_writes_are_lo
             acked[p as usize].insert(base, batch);
         }
     }
+    // Each partition's first durable append synced its segment; the
+    // journal took the other 24 of each.
+    let metrics = common::broker::metrics_text(&broker);
+    let journaled = common::broker::metric_sum(&metrics, "shardlog_journal_batches", "");
+    assert!(journaled >= f64::from(24 * PARTITIONS), "batches through the journal: {journaled}");
     drop(w);
     broker.kill();
     for (p, batches) in acked.iter().enumerate() {

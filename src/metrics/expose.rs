@@ -240,6 +240,17 @@ impl Scrape {
             MetricType::Gauge,
             shards.iter().map(|s| (l(&[shard(s)]), gauge(s.long_poll_waiters as i64))),
         )?;
+        type JournalCounter = (&'static str, &'static str, fn(&super::snapshot::JournalSnapshot) -> u64);
+        let journal: [JournalCounter; 5] = [
+            ("shardlog_journal_writes", "Writes to the shard journal.", |j| j.writes),
+            ("shardlog_journal_syncs", "fdatasync calls on the shard journal.", |j| j.syncs),
+            ("shardlog_journal_bytes", "Bytes written to the shard journal, padding included.", |j| j.bytes),
+            ("shardlog_journal_batches", "Record batches written to the shard journal.", |j| j.entries),
+            ("shardlog_journal_rotations", "Shard journal files filled and replaced.", |j| j.rotations),
+        ];
+        for (name, help, get) in journal {
+            family(e, name, help, MetricType::Counter, shards.iter().map(|s| (l(&[shard(s)]), counter(get(&s.journal)))))?;
+        }
         family(
             e,
             "shardlog_cross_shard_messages_sent",

@@ -47,6 +47,17 @@ pub struct ShardSnapshot {
     pub committed: Vec<(String, String, i32, i64)>,
     pub memory: MemorySnapshot,
     pub fetch_sessions: crate::server::fetch_sessions::SessionsUsage,
+    pub journal: JournalSnapshot,
+}
+
+/// The shard journal's counters (`storage::journal`); zeros without one.
+#[derive(Debug, Clone, Default)]
+pub struct JournalSnapshot {
+    pub writes: u64,
+    pub syncs: u64,
+    pub bytes: u64,
+    pub entries: u64,
+    pub rotations: u64,
 }
 
 /// A shard's memory budget and what its parts hold (`server::memory`).

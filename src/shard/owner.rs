@@ -189,6 +189,13 @@ impl Shard {
             committed: self.groups.committed(),
             memory: self.memory_snapshot(),
             fetch_sessions: crate::server::fetch_sessions::usage(),
+            journal: self.journal.get().map_or_else(Default::default, |j| crate::metrics::snapshot::JournalSnapshot {
+                writes: j.stats.writes.get(),
+                syncs: j.stats.syncs.get(),
+                bytes: j.stats.bytes.get(),
+                entries: j.stats.entries.get(),
+                rotations: j.stats.rotations.get(),
+            }),
         }
     }
 

@@ -111,6 +111,7 @@ pub struct Journal {
 #[derive(Debug, Default)]
 pub struct JournalStats {
     pub writes: Cell<u64>,
+    pub syncs: Cell<u64>,
     pub bytes: Cell<u64>,
     pub entries: Cell<u64>,
     pub rotations: Cell<u64>,
@@ -377,6 +378,7 @@ impl Journal {
         while !self.failed.get() && self.durable.get() < self.written_through.get() {
             let covers = self.written_through.get();
             let file = self.active.borrow().file.clone();
+            self.stats.syncs.set(self.stats.syncs.get() + 1);
             match file.fdatasync().await {
                 Ok(()) => self.completed(covers),
                 Err(e) => self.fail(e),
