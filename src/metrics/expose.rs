@@ -240,17 +240,7 @@ impl Scrape {
             MetricType::Gauge,
             shards.iter().map(|s| (l(&[shard(s)]), gauge(s.long_poll_waiters as i64))),
         )?;
-        type JournalCounter = (&'static str, &'static str, fn(&super::snapshot::JournalSnapshot) -> u64);
-        let journal: [JournalCounter; 5] = [
-            ("shardlog_journal_writes", "Writes to the shard journal.", |j| j.writes),
-            ("shardlog_journal_syncs", "fdatasync calls on the shard journal.", |j| j.syncs),
-            ("shardlog_journal_bytes", "Bytes written to the shard journal, padding included.", |j| j.bytes),
-            ("shardlog_journal_batches", "Record batches written to the shard journal.", |j| j.entries),
-            ("shardlog_journal_rotations", "Shard journal files filled and replaced.", |j| j.rotations),
-        ];
-        for (name, help, get) in journal {
-            family(e, name, help, MetricType::Counter, shards.iter().map(|s| (l(&[shard(s)]), counter(get(&s.journal)))))?;
-        }
+        self.encode_journal(e)?;
         family(
             e,
             "shardlog_cross_shard_messages_sent",
@@ -302,6 +292,29 @@ impl Scrape {
             shards.iter().map(|s| (l(&[shard(s)]), counter(s.fetch_sessions.incremental))),
         )?;
 
+        Ok(())
+    }
+
+    /// The shard journal's counters.
+    fn encode_journal(&self, e: &mut DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let shards = &self.0;
+        type JournalCounter = (&'static str, &'static str, fn(&super::snapshot::JournalSnapshot) -> u64);
+        let journal: [JournalCounter; 5] = [
+            ("shardlog_journal_writes", "Writes to the shard journal.", |j| j.writes),
+            ("shardlog_journal_syncs", "fdatasync calls on the shard journal.", |j| j.syncs),
+            ("shardlog_journal_bytes", "Bytes written to the shard journal, padding included.", |j| j.bytes),
+            ("shardlog_journal_batches", "Record batches written to the shard journal.", |j| j.entries),
+            ("shardlog_journal_rotations", "Shard journal files filled and replaced.", |j| j.rotations),
+        ];
+        for (name, help, get) in journal {
+            family(
+                e,
+                name,
+                help,
+                MetricType::Counter,
+                shards.iter().map(|s| (l(&[shard(s)]), counter(get(&s.journal)))),
+            )?;
+        }
         Ok(())
     }
 

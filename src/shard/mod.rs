@@ -301,9 +301,18 @@ impl Shard {
     /// carries on with the rest.
     pub async fn close_all(&self) {
         let partitions: Vec<Rc<Partition>> = self.partitions.borrow_mut().drain();
+        let mut closed_all = true;
         for p in partitions {
             if let Err(e) = p.log.close().await {
                 log::error!("shard {}: closing partition {}: {e}", self.id, p.log.name());
+                closed_all = false;
+            }
+        }
+        // Every log is synced and checkpointed: the journal holds nothing the
+        // next start needs. After a failed close it stays, to be replayed.
+        if let (true, Some(journal)) = (closed_all, self.journal.get()) {
+            if let Err(e) = journal.remove_files() {
+                log::warn!("shard {}: removing its journal files: {e} (the next start reads them)", self.id);
             }
         }
     }

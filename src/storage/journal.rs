@@ -438,6 +438,23 @@ impl Journal {
         Ok(())
     }
 
+    /// Removes every file of this journal (at a clean shutdown, once every
+    /// log was synced and closed); nothing may be written to it afterwards.
+    pub fn remove_files(&self) -> io::Result<()> {
+        self.failed.set(true);
+        let mut paths = vec![self.active.borrow().file.path().to_path_buf()];
+        paths.extend(self.spare.borrow().as_ref().map(|s| s.file.path().to_path_buf()));
+        paths.extend(self.full.borrow().iter().map(|(p, _)| p.clone()));
+        paths.extend(self.recycled.borrow().clone());
+        for p in paths {
+            match std::fs::remove_file(&p) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
+        file::sync_dir(&self.dir)
+    }
+
     /// After a checkpoint that synced every partition's segments once
     /// entry `through` was queued: retires the full files it covers (one
     /// kept for reuse, the rest deleted).
