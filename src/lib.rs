@@ -10,6 +10,7 @@
 pub mod bench;
 pub mod cli;
 pub mod client;
+pub mod controller;
 pub mod groups;
 pub mod iotune;
 pub mod limits;

@@ -220,6 +220,13 @@ pub struct ServeArgs {
     /// flight, partition state and the batch cache, which evicts to fit.
     #[arg(long)]
     pub memory: Option<String>,
+    /// This broker's id (Kafka's node.id; default 0).
+    #[arg(long)]
+    pub node_id: Option<i32>,
+    /// The metadata quorum: ID@HOST:PORT of every voter, comma-separated,
+    /// this broker among them (its controller port). Absent: one broker alone.
+    #[arg(long, value_name = "ID@HOST:PORT,...")]
+    pub controller_quorum: Option<String>,
 }
 
 impl ServeArgs {
@@ -267,6 +274,12 @@ impl ServeArgs {
         }
         if let Some(v) = self.memory {
             c.memory = Some(v);
+        }
+        if let Some(v) = self.node_id {
+            c.node_id = v;
+        }
+        if let Some(v) = self.controller_quorum {
+            c.controller_quorum = Some(v);
         }
         Ok(c)
     }

@@ -28,6 +28,15 @@ pub struct ServeConfig {
     /// Largest request frame accepted (Kafka's `socket.request.max.bytes`).
     pub max_request_bytes: usize,
     pub node_id: i32,
+    /// `ID@HOST:PORT,...`: the metadata quorum's voters and their
+    /// controller ports (`controller`); alone when absent.
+    pub controller_quorum: Option<String>,
+    /// Kafka's `broker.heartbeat.interval.ms`: how often a broker tells the
+    /// controller leader it is alive.
+    pub broker_heartbeat_interval_ms: u64,
+    /// Kafka's `broker.session.timeout.ms`: a broker not heard from for
+    /// this long is fenced and leaves Metadata.
+    pub broker_session_timeout_ms: u64,
     /// Partitions of `__consumer_offsets`, fixed when it is created at first
     /// start (Kafka's `offsets.topic.num.partitions`).
     pub offsets_topic_num_partitions: i32,
@@ -103,6 +112,9 @@ impl Default for ServeConfig {
             default_partitions: 1,
             max_request_bytes: 100 << 20,
             node_id: 0,
+            controller_quorum: None,
+            broker_heartbeat_interval_ms: 2000,
+            broker_session_timeout_ms: 9000,
             offsets_topic_num_partitions: 50,
             transaction_state_log_num_partitions: 50,
             transaction_max_timeout_ms: 900_000,

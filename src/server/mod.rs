@@ -2,7 +2,8 @@
 //! channel mesh, accepts connections on every shard (SO_REUSEPORT) and shuts
 //! down cleanly on SIGINT/SIGTERM.
 //!
-//! **Architecture invariant:** only `server` (and `cli`) touch sockets.
+//! **Architecture invariant:** only `server` (and `cli`) touch Kafka clients'
+//! sockets; the metadata quorum (`controller`) has a port and thread of its own.
 
 mod authenticate;
 pub mod authz;
@@ -78,6 +79,36 @@ fn listeners_security(
     Ok((tls, config.authorizer_settings(authenticates)?))
 }
 
+/// Starts this broker's member of the metadata quorum when
+/// `controller_quorum` is set (`controller`); None when it runs alone.
+fn start_controller(
+    config: &ServeConfig,
+    listeners: &[listeners::Listener],
+) -> Result<Option<crate::controller::ClusterWatch>, String> {
+    use crate::controller::{BrokerInfo, ControllerSettings, ListenerAddr};
+    let Some(quorum) = &config.controller_quorum else {
+        return Ok(None);
+    };
+    let addrs = listeners.iter().map(|l| &l.advertised);
+    let broker = BrokerInfo {
+        node_id: config.node_id,
+        listeners: addrs
+            .map(|a| ListenerAddr { name: a.listener.clone(), host: a.host.clone(), port: a.port })
+            .collect(),
+    };
+    let settings = ControllerSettings {
+        node_id: config.node_id,
+        voters: crate::controller::parse_quorum(quorum).map_err(|e| format!("--controller-quorum: {e}"))?,
+        dir: config.data_dir.join("controller"),
+        broker,
+        heartbeat_every: Duration::from_millis(config.broker_heartbeat_interval_ms.max(10)),
+        session_timeout: Duration::from_millis(config.broker_session_timeout_ms.max(100)),
+    };
+    let watch = crate::controller::start(settings)?;
+    banner!("shardlog: node {} joined the controller quorum {quorum}", config.node_id);
+    Ok(Some(watch))
+}
+
 /// Runs the broker until SIGINT or SIGTERM. Returns once every shard has
 /// closed its partitions.
 pub fn serve(config: ServeConfig) -> Result<(), String> {
@@ -123,6 +154,7 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
     let metrics_addr = metrics.as_ref().and_then(|l| l.local_addr().ok());
     let mut metrics = metrics;
     let table = Arc::new(table);
+    let cluster = start_controller(&config, &listeners)?;
     let settings = Arc::new(BrokerSettings {
         node_id: config.node_id,
         advertised_host: listeners[0].advertised.host.clone(),
@@ -150,6 +182,7 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
         authorizer,
         sasl_mechanisms: config.sasl.enabled()?,
         credentials_at_start: Arc::new(crate::security::credentials::Credentials::load(&config.data_dir)?),
+        cluster,
     });
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {

@@ -90,6 +90,9 @@ pub struct BrokerSettings {
     /// The SCRAM credentials on disk at start; each shard then keeps its
     /// own copy (`Shard::credentials`).
     pub credentials_at_start: Arc<crate::security::credentials::Credentials>,
+    /// The metadata quorum's view of the cluster (`controller`); None when
+    /// the broker runs alone.
+    pub cluster: Option<crate::controller::ClusterWatch>,
 }
 
 /// A shard's partitions by topic name, then index. Looked up by `&str`, so

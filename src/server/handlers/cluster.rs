@@ -34,15 +34,17 @@ pub fn describe_cluster(
     session: &crate::security::Session,
 ) -> DescribeClusterResponse {
     let s = &shard.settings;
-    let mut broker = DescribeClusterBroker::default();
-    broker.broker_id = BrokerId(s.node_id);
-    let (host, port) = crate::server::listeners::advertised_for(s, &session.listener);
-    broker.host = str_bytes(host);
-    broker.port = port;
+    let (brokers, controller) = crate::controller::advertised_brokers(s, &session.listener);
     let mut response = DescribeClusterResponse::default();
+    for b in brokers {
+        let mut broker = DescribeClusterBroker::default();
+        broker.broker_id = BrokerId(b.node_id);
+        broker.host = str_bytes(&b.host);
+        broker.port = b.port;
+        response.brokers.push(broker);
+    }
     response.cluster_id = str_bytes(&s.cluster_id);
-    response.controller_id = BrokerId(s.node_id);
-    response.brokers = vec![broker];
+    response.controller_id = BrokerId(controller);
     response.cluster_authorized_operations = OPERATIONS_NOT_REQUESTED;
     response
 }

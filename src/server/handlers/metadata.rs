@@ -1,5 +1,7 @@
-//! Metadata, versions 0–12: one broker, every partition led by it. Missing
-//! topics are created when auto-creation is on and the client allows it.
+//! Metadata, versions 0–12. The brokers are this one alone, or those the
+//! metadata quorum knows alive (`controller`); every partition is still led
+//! by the broker asked (partitions are not replicated yet). Missing topics
+//! are created when auto-creation is on and the client allows it.
 
 use std::rc::Rc;
 
@@ -9,7 +11,7 @@ use kafka_protocol::messages::{
 };
 
 use crate::protocol::errors;
-use crate::{security::Session, server::listeners::advertised_for};
+use crate::{controller::advertised_brokers, security::Session};
 use crate::{
     server::handlers::{create_topics::create, str_bytes},
     shard::{messages::NewTopic, topics::validate_topic_name, Shard},
@@ -38,14 +40,16 @@ pub async fn handle(shard: &Rc<Shard>, request: MetadataRequest, version: i16, s
     let table = shard.topics();
     let names: Vec<String> = wanted.unwrap_or_else(|| table.topics.keys().map(|n| n.to_string()).collect());
     let mut response = MetadataResponse::default();
-    let mut broker = MetadataResponseBroker::default();
-    broker.node_id = shard.settings.node_id.into();
-    let (host, port) = advertised_for(&shard.settings, &session.listener);
-    broker.host = str_bytes(host);
-    broker.port = port;
-    response.brokers = vec![broker];
+    let (brokers, controller) = advertised_brokers(&shard.settings, &session.listener);
+    for b in brokers {
+        let mut broker = MetadataResponseBroker::default();
+        broker.node_id = b.node_id.into();
+        broker.host = str_bytes(&b.host);
+        broker.port = b.port;
+        response.brokers.push(broker);
+    }
     response.cluster_id = Some(str_bytes(&shard.settings.cluster_id));
-    response.controller_id = shard.settings.node_id.into();
+    response.controller_id = controller.into();
     for name in names {
         let mut topic = MetadataResponseTopic::default();
         topic.name = Some(TopicName(str_bytes(&name)));

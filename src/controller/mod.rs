@@ -1,0 +1,407 @@
+//! The metadata quorum (issue 18, first part): a Raft group of the brokers
+//! named by `--controller-quorum`, on openraft. Its log holds the brokers
+//! and whether each is fenced; brokers learn the cluster from it.
+//!
+//! It is the control plane and runs beside the shards, never on them: one
+//! thread of its own with a single-threaded tokio runtime (openraft's), and
+//! its own TCP port (`network`). What the shards read of it is a
+//! [`ClusterView`] published on a watch channel after every change, read
+//! by Metadata and DescribeCluster, never on the produce or fetch path.
+//!
+//! Liveness follows Kafka's KRaft: every broker sends the leader a
+//! heartbeat each `broker_heartbeat_interval_ms`; the leader fences a
+//! broker it has not heard from for `broker_session_timeout_ms` (a log
+//! entry), and a heartbeat from a fenced broker registers it again. A new
+//! leader gives every broker a full session before fencing any.
+//!
+//! Without `--controller-quorum` none of this starts and the broker is
+//! alone, as before.
+
+mod network;
+mod store;
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    io::Cursor,
+    path::PathBuf,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use openraft::{
+    error::{ClientWriteError, InitializeError, RaftError},
+    BasicNode, Raft,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::shard::BrokerSettings;
+
+openraft::declare_raft_types!(
+    /// The controller's Raft types: log entries carry a [`Command`].
+    pub TypeConfig:
+        D = Command,
+        R = (),
+        NodeId = u64,
+        Node = BasicNode,
+);
+
+/// A change to the cluster, one Raft log entry.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// A broker's addresses, on its first heartbeat or when they change;
+    /// also unfences it.
+    RegisterBroker(BrokerInfo),
+    /// The leader stopped hearing from this broker.
+    FenceBroker(i32),
+}
+
+/// One of a broker's listeners, as clients should reach it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct ListenerAddr {
+    pub name: String,
+    pub host: String,
+    pub port: i32,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct BrokerInfo {
+    pub node_id: i32,
+    pub listeners: Vec<ListenerAddr>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct BrokerEntry {
+    pub info: BrokerInfo,
+    pub fenced: bool,
+}
+
+/// The state machine: what the applied log says.
+#[derive(Serialize, Deserialize, Clone, Debug, Default)]
+pub struct ClusterState {
+    pub brokers: BTreeMap<i32, BrokerEntry>,
+}
+
+/// What the shards see: the applied brokers and the current Raft leader.
+#[derive(Clone, Debug, Default)]
+pub struct ClusterView {
+    pub leader: Option<i32>,
+    pub brokers: BTreeMap<i32, BrokerEntry>,
+}
+
+/// The shards' side of the published view.
+pub type ClusterWatch = tokio::sync::watch::Receiver<ClusterView>;
+type Published = Arc<tokio::sync::watch::Sender<ClusterView>>;
+
+/// A broker's request to the controller leader.
+#[derive(Serialize, Deserialize, Debug)]
+pub(crate) enum BrokerRequest {
+    Heartbeat(BrokerInfo),
+}
+
+#[derive(Serialize, Deserialize, Debug)]
+pub(crate) enum BrokerAnswer {
+    Ok,
+    /// Ask that node instead (None: no leader known right now).
+    NotLeader(Option<u64>),
+    Failed(String),
+}
+
+/// `--controller-quorum 1@host:port,2@host:port,...`: the voters and their
+/// controller addresses.
+pub fn parse_quorum(text: &str) -> Result<BTreeMap<u64, BasicNode>, String> {
+    let mut voters = BTreeMap::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (id, addr) =
+            part.split_once('@').ok_or_else(|| format!("controller quorum member {part:?}: expected ID@HOST:PORT"))?;
+        let id: u64 = id.parse().map_err(|_| format!("controller quorum member {part:?}: {id:?} is not a node id"))?;
+        if id > i32::MAX as u64 {
+            return Err(format!("controller quorum member {part:?}: node ids are Kafka's int32"));
+        }
+        if !addr.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok()) {
+            return Err(format!("controller quorum member {part:?}: {addr:?} is not HOST:PORT"));
+        }
+        if voters.insert(id, BasicNode::new(addr)).is_some() {
+            return Err(format!("controller quorum names node {id} twice"));
+        }
+    }
+    if voters.is_empty() {
+        return Err("the controller quorum is empty".into());
+    }
+    Ok(voters)
+}
+
+/// What `serve` starts the controller with.
+pub struct ControllerSettings {
+    pub node_id: i32,
+    pub voters: BTreeMap<u64, BasicNode>,
+    /// `<data-dir>/controller`.
+    pub dir: PathBuf,
+    /// This broker's addresses, sent with every heartbeat.
+    pub broker: BrokerInfo,
+    pub heartbeat_every: Duration,
+    pub session_timeout: Duration,
+}
+
+/// One quorum member, shared by its tasks.
+pub(crate) struct Controller {
+    node_id: u64,
+    raft: Raft<TypeConfig>,
+    voters: BTreeMap<u64, BasicNode>,
+    published: Published,
+    /// On the leader: when each broker was last heard from.
+    last_seen: Mutex<HashMap<i32, Instant>>,
+    session_timeout: Duration,
+}
+
+impl Controller {
+    fn leader(&self) -> Option<u64> {
+        self.raft.metrics().borrow().current_leader
+    }
+
+    /// A heartbeat, answered by the leader: it notes the time and writes a
+    /// registration when the broker is new, fenced or has moved.
+    async fn broker_request(&self, request: BrokerRequest) -> BrokerAnswer {
+        let BrokerRequest::Heartbeat(info) = request;
+        let leader = self.leader();
+        if leader != Some(self.node_id) {
+            return BrokerAnswer::NotLeader(leader);
+        }
+        self.last_seen.lock().unwrap_or_else(|p| p.into_inner()).insert(info.node_id, Instant::now());
+        let current = self.published.borrow().brokers.get(&info.node_id).is_some_and(|b| !b.fenced && b.info == info);
+        if current {
+            return BrokerAnswer::Ok;
+        }
+        match self.raft.client_write(Command::RegisterBroker(info)).await {
+            Ok(_) => BrokerAnswer::Ok,
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => BrokerAnswer::NotLeader(f.leader_id),
+            Err(e) => BrokerAnswer::Failed(e.to_string()),
+        }
+    }
+
+    /// This broker's heartbeats, to whichever member leads.
+    async fn heartbeats(self: Arc<Self>, info: BrokerInfo, every: Duration) {
+        let mut peers: HashMap<u64, network::Peer> = HashMap::new();
+        let mut last_error = String::new();
+        loop {
+            let answer = match self.leader() {
+                None => BrokerAnswer::NotLeader(None),
+                Some(l) if l == self.node_id => self.broker_request(BrokerRequest::Heartbeat(info.clone())).await,
+                Some(l) => {
+                    let addr = self.voters.get(&l).map(|n| n.addr.clone()).unwrap_or_default();
+                    let peer = peers.entry(l).or_insert_with(|| network::Peer::new(l, addr));
+                    let rpc = network::Rpc::Broker(BrokerRequest::Heartbeat(info.clone()));
+                    peer.call(&rpc, every).await.unwrap_or_else(|e| BrokerAnswer::Failed(e.to_string()))
+                }
+            };
+            match answer {
+                BrokerAnswer::Ok => last_error.clear(),
+                BrokerAnswer::NotLeader(_) => {}
+                BrokerAnswer::Failed(e) if e != last_error => {
+                    log::warn!("controller: heartbeat of broker {} failed: {e}", info.node_id);
+                    last_error = e;
+                }
+                BrokerAnswer::Failed(_) => {}
+            }
+            tokio::time::sleep(every).await;
+        }
+    }
+
+    /// On the leader: fences brokers whose session expired.
+    async fn fence_expired(self: Arc<Self>) {
+        let mut leading = false;
+        loop {
+            tokio::time::sleep(self.session_timeout / 8).await;
+            let now_leading = self.leader() == Some(self.node_id);
+            let brokers = self.published.borrow().brokers.clone();
+            if now_leading && !leading {
+                let now = Instant::now();
+                let mut seen = self.last_seen.lock().unwrap_or_else(|p| p.into_inner());
+                for id in brokers.keys() {
+                    seen.insert(*id, now);
+                }
+            }
+            leading = now_leading;
+            if !leading {
+                continue;
+            }
+            let expired: Vec<i32> = {
+                let seen = self.last_seen.lock().unwrap_or_else(|p| p.into_inner());
+                brokers
+                    .iter()
+                    .filter(|(id, b)| !b.fenced && seen.get(id).is_none_or(|t| t.elapsed() > self.session_timeout))
+                    .map(|(id, _)| *id)
+                    .collect()
+            };
+            for id in expired {
+                log::warn!("controller: fencing broker {id}: no heartbeat for {:?}", self.session_timeout);
+                if let Err(e) = self.raft.client_write(Command::FenceBroker(id)).await {
+                    log::warn!("controller: could not fence broker {id}: {e}");
+                }
+            }
+        }
+    }
+
+    /// Keeps the published leader current.
+    async fn publish_leader(self: Arc<Self>) {
+        let mut metrics = self.raft.metrics();
+        loop {
+            let leader = metrics.borrow().current_leader.map(|l| l as i32);
+            if self.published.borrow().leader != leader {
+                log::info!("controller: leader is now {leader:?} (node {})", self.node_id);
+                self.published.send_modify(|v| v.leader = leader);
+            }
+            if metrics.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// Starts this broker's quorum member on a thread of its own; returns once
+/// its port is bound and its log loaded, with the view the shards read.
+pub fn start(settings: ControllerSettings) -> Result<ClusterWatch, String> {
+    let me = settings.node_id as u64;
+    let Some(node) = settings.voters.get(&me) else {
+        return Err(format!(
+            "node {} is not in --controller-quorum; every broker must be a quorum member for now",
+            settings.node_id
+        ));
+    };
+    let bind = node.addr.clone();
+    let (tx, rx) = tokio::sync::watch::channel(ClusterView::default());
+    let published: Published = Arc::new(tx);
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), String>>();
+    std::thread::Builder::new()
+        .name("controller".into())
+        .spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                Ok(r) => r,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(format!("cannot start the controller runtime: {e}")));
+                    return;
+                }
+            };
+            runtime.block_on(async move {
+                let controller = match open(&settings, &bind, published).await {
+                    Ok(c) => c,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                let (controller, listener) = controller;
+                let _ = ready_tx.send(Ok(()));
+                tokio::spawn(controller.clone().publish_leader());
+                tokio::spawn(controller.clone().fence_expired());
+                tokio::spawn(controller.clone().heartbeats(settings.broker.clone(), settings.heartbeat_every));
+                network::serve(listener, controller).await;
+            });
+        })
+        .map_err(|e| format!("cannot start the controller thread: {e}"))?;
+    match ready_rx.recv() {
+        Ok(Ok(())) => Ok(rx),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err("the controller thread ended while starting".into()),
+    }
+}
+
+async fn open(
+    settings: &ControllerSettings,
+    bind: &str,
+    published: Published,
+) -> Result<(Arc<Controller>, tokio::net::TcpListener), String> {
+    let listener = tokio::net::TcpListener::bind(bind)
+        .await
+        .map_err(|e| format!("cannot listen for the controller quorum on {bind}: {e}"))?;
+    let dir = &settings.dir;
+    let log = store::LogStore::open(dir).map_err(|e| format!("controller log in {}: {e}", dir.display()))?;
+    let sm = store::StateMachine::open(dir, published.clone())
+        .map_err(|e| format!("controller state in {}: {e}", dir.display()))?;
+    // Elections within a few seconds of a leader's loss, as Kafka's KRaft
+    // defaults (controller.quorum.election.timeout.ms = 1000).
+    let config = openraft::Config {
+        cluster_name: "shardlog".into(),
+        heartbeat_interval: 250,
+        election_timeout_min: 1000,
+        election_timeout_max: 2000,
+        ..Default::default()
+    };
+    let config = Arc::new(config.validate().map_err(|e| format!("controller settings: {e}"))?);
+    let me = settings.node_id as u64;
+    let raft = Raft::new(me, config, network::Network, log, sm)
+        .await
+        .map_err(|e| format!("cannot start the controller: {e}"))?;
+    // Every member proposes the same first membership; those that already
+    // have a log (a restart) refuse, harmlessly.
+    match raft.initialize(settings.voters.clone()).await {
+        Ok(()) | Err(RaftError::APIError(InitializeError::NotAllowed(_))) => {}
+        Err(e) => return Err(format!("cannot initialize the controller quorum: {e}")),
+    }
+    let controller = Arc::new(Controller {
+        node_id: me,
+        raft,
+        voters: settings.voters.clone(),
+        published,
+        last_seen: Mutex::new(HashMap::new()),
+        session_timeout: settings.session_timeout,
+    });
+    Ok((controller, listener))
+}
+
+/// A broker as Metadata and DescribeCluster list it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdvertisedBroker {
+    pub node_id: i32,
+    pub host: String,
+    pub port: i32,
+}
+
+/// The brokers a client on `listener` is told of, and the controller id
+/// it is given. Alone: this broker, its own controller. In a quorum: every
+/// registered broker not fenced, at its address for the same listener name
+/// (this broker always, so a client never loses the broker it talks to),
+/// and the Raft leader when it is one of them (else this broker: admin
+/// requests sent to the controller id must reach a live broker).
+pub fn advertised_brokers(settings: &BrokerSettings, listener: &str) -> (Vec<AdvertisedBroker>, i32) {
+    let (host, port) = crate::server::listeners::advertised_for(settings, listener);
+    let me = AdvertisedBroker { node_id: settings.node_id, host: host.to_string(), port };
+    let Some(cluster) = &settings.cluster else {
+        return (vec![me], settings.node_id);
+    };
+    let view = cluster.borrow();
+    let mut brokers: Vec<AdvertisedBroker> = view
+        .brokers
+        .values()
+        .filter(|b| !b.fenced && b.info.node_id != settings.node_id)
+        .filter_map(|b| {
+            let l = b.info.listeners.iter().find(|l| l.name == listener).or(b.info.listeners.first())?;
+            Some(AdvertisedBroker { node_id: b.info.node_id, host: l.host.clone(), port: l.port })
+        })
+        .collect();
+    brokers.push(me);
+    brokers.sort_by_key(|b| b.node_id);
+    let controller = view.leader.filter(|l| brokers.iter().any(|b| b.node_id == *l)).unwrap_or(settings.node_id);
+    (brokers, controller)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_quorum_is_parsed_and_bad_members_are_named() {
+        let q = parse_quorum("1@127.0.0.1:9093, 2@host-b:9093,3@[::1]:9093").unwrap();
+        assert_eq!(q.keys().copied().collect::<Vec<_>>(), vec![1, 2, 3]);
+        assert_eq!(q[&2].addr, "host-b:9093");
+        for (bad, says) in [
+            ("1@a:1,1@b:2", "twice"),
+            ("x@a:1", "not a node id"),
+            ("1@a", "HOST:PORT"),
+            ("1-a:1", "ID@HOST:PORT"),
+            ("", "empty"),
+        ] {
+            let e = parse_quorum(bad).unwrap_err();
+            assert!(e.contains(says), "{bad:?}: {e}");
+        }
+    }
+}

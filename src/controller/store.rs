@@ -1,0 +1,461 @@
+//! The controller's Raft log and state machine, in files under
+//! `<data-dir>/controller/`.
+//!
+//! - `log.jsonl`: a header line (the last purged log id), then one entry per
+//!   line. An append writes its lines and `fdatasync`s before openraft is
+//!   told the entries are durable. Truncation and purging rewrite the file
+//!   (write a temporary file, sync it, rename it over, sync the directory):
+//!   both are rare, a leader change or a snapshot.
+//! - `vote.json` and `committed.json`: replaced the same way.
+//! - `snapshot.json`: the state machine as of its last applied entry. The
+//!   state machine itself is memory only: a restart loads the snapshot and
+//!   openraft applies the committed entries after it again.
+//!
+//! A crash can tear the last line of `log.jsonl`; loading drops a last line
+//! that does not parse (it was never reported durable) and refuses a bad
+//! line anywhere else, naming the file and line.
+
+use std::{
+    collections::BTreeMap,
+    fs::{File, OpenOptions},
+    io::{BufRead, BufReader, Cursor, Write},
+    ops::RangeBounds,
+    path::{Path, PathBuf},
+    sync::{Arc, Mutex},
+};
+
+use openraft::{
+    storage::{LogFlushed, LogState, RaftLogStorage, RaftStateMachine, Snapshot},
+    Entry, EntryPayload, LogId, OptionalSend, RaftLogReader, RaftSnapshotBuilder, SnapshotMeta, StorageError,
+    StorageIOError, StoredMembership, Vote,
+};
+use serde::{Deserialize, Serialize};
+
+use super::{ClusterState, Command, Published, TypeConfig};
+
+type NodeId = u64;
+type Node = openraft::BasicNode;
+type StorageResult<T> = Result<T, StorageError<NodeId>>;
+
+/// Writes `bytes` to `path` so that a crash leaves the old or the new file,
+/// never a mix: a temporary file, synced, renamed over, the directory synced.
+fn replace_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    let mut f = File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_data()?;
+    std::fs::rename(&tmp, path)?;
+    File::open(path.parent().unwrap_or(Path::new(".")))?.sync_all()
+}
+
+fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> std::io::Result<Option<T>> {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: {e}", path.display()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
+    }
+}
+
+#[derive(Serialize, Deserialize, Default)]
+struct LogHeader {
+    purged: Option<LogId<NodeId>>,
+}
+
+/// The entries held and the file they are appended to.
+struct LogInner {
+    dir: PathBuf,
+    purged: Option<LogId<NodeId>>,
+    entries: BTreeMap<u64, Entry<TypeConfig>>,
+    file: File,
+}
+
+impl LogInner {
+    fn log_path(dir: &Path) -> PathBuf {
+        dir.join("log.jsonl")
+    }
+
+    fn load(dir: &Path) -> std::io::Result<Self> {
+        let path = Self::log_path(dir);
+        let mut header = LogHeader::default();
+        let mut entries = BTreeMap::new();
+        match File::open(&path) {
+            Ok(f) => {
+                let lines: Vec<String> = BufReader::new(f).lines().collect::<Result<_, _>>()?;
+                let last = lines.len().saturating_sub(1);
+                for (i, line) in lines.iter().enumerate() {
+                    let bad = |e: serde_json::Error| {
+                        std::io::Error::new(
+                            std::io::ErrorKind::InvalidData,
+                            format!("{} line {}: {e}", path.display(), i + 1),
+                        )
+                    };
+                    if i == 0 {
+                        header = serde_json::from_str(line).map_err(bad)?;
+                        continue;
+                    }
+                    match serde_json::from_str::<Entry<TypeConfig>>(line) {
+                        Ok(e) => {
+                            entries.insert(e.log_id.index, e);
+                        }
+                        // A torn last line was never reported durable.
+                        Err(_) if i == last => log::warn!("{}: dropped a torn last line", path.display()),
+                        Err(e) => return Err(bad(e)),
+                    }
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        // Rewritten at once: a torn line must not stay ahead of new appends.
+        let mut inner = Self { dir: dir.to_path_buf(), purged: header.purged, entries, file: File::open(dir)? };
+        inner.rewrite()?;
+        Ok(inner)
+    }
+
+    /// Writes the whole log anew and reopens it for appends.
+    fn rewrite(&mut self) -> std::io::Result<()> {
+        let mut text = serde_json::to_string(&LogHeader { purged: self.purged })?;
+        text.push('\n');
+        for e in self.entries.values() {
+            text.push_str(&serde_json::to_string(e)?);
+            text.push('\n');
+        }
+        let path = Self::log_path(&self.dir);
+        replace_file(&path, text.as_bytes())?;
+        self.file = OpenOptions::new().append(true).open(&path)?;
+        Ok(())
+    }
+
+    fn append(&mut self, entries: Vec<Entry<TypeConfig>>) -> std::io::Result<()> {
+        let mut text = String::new();
+        for e in &entries {
+            text.push_str(&serde_json::to_string(e)?);
+            text.push('\n');
+        }
+        self.file.write_all(text.as_bytes())?;
+        self.file.sync_data()?;
+        for e in entries {
+            self.entries.insert(e.log_id.index, e);
+        }
+        Ok(())
+    }
+}
+
+/// The Raft log: appends are durable before openraft hears of them.
+#[derive(Clone)]
+pub struct LogStore {
+    inner: Arc<Mutex<LogInner>>,
+}
+
+impl LogStore {
+    pub fn open(dir: &Path) -> std::io::Result<Self> {
+        std::fs::create_dir_all(dir)?;
+        Ok(Self { inner: Arc::new(Mutex::new(LogInner::load(dir)?)) })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, LogInner> {
+        // A panic while holding it would have ended the controller thread.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl RaftLogReader<TypeConfig> for LogStore {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + std::fmt::Debug + OptionalSend>(
+        &mut self,
+        range: RB,
+    ) -> StorageResult<Vec<Entry<TypeConfig>>> {
+        Ok(self.lock().entries.range(range).map(|(_, e)| e.clone()).collect())
+    }
+}
+
+impl RaftLogStorage<TypeConfig> for LogStore {
+    type LogReader = Self;
+
+    async fn get_log_state(&mut self) -> StorageResult<LogState<TypeConfig>> {
+        let inner = self.lock();
+        let last = inner.entries.values().next_back().map(|e| e.log_id).or(inner.purged);
+        Ok(LogState { last_purged_log_id: inner.purged, last_log_id: last })
+    }
+
+    async fn get_log_reader(&mut self) -> Self::LogReader {
+        self.clone()
+    }
+
+    async fn save_vote(&mut self, vote: &Vote<NodeId>) -> StorageResult<()> {
+        let dir = self.lock().dir.clone();
+        let bytes = serde_json::to_vec(vote).map_err(|e| StorageIOError::write_vote(&e))?;
+        replace_file(&dir.join("vote.json"), &bytes).map_err(|e| StorageIOError::write_vote(&e))?;
+        Ok(())
+    }
+
+    async fn read_vote(&mut self) -> StorageResult<Option<Vote<NodeId>>> {
+        let dir = self.lock().dir.clone();
+        Ok(read_json(&dir.join("vote.json")).map_err(|e| StorageIOError::read_vote(&e))?)
+    }
+
+    async fn save_committed(&mut self, committed: Option<LogId<NodeId>>) -> StorageResult<()> {
+        let dir = self.lock().dir.clone();
+        let bytes = serde_json::to_vec(&committed).map_err(|e| StorageIOError::write(&e))?;
+        replace_file(&dir.join("committed.json"), &bytes).map_err(|e| StorageIOError::write(&e))?;
+        Ok(())
+    }
+
+    async fn read_committed(&mut self) -> StorageResult<Option<LogId<NodeId>>> {
+        let dir = self.lock().dir.clone();
+        let committed: Option<Option<LogId<NodeId>>> =
+            read_json(&dir.join("committed.json")).map_err(|e| StorageIOError::read(&e))?;
+        Ok(committed.flatten())
+    }
+
+    async fn append<I>(&mut self, entries: I, callback: LogFlushed<TypeConfig>) -> StorageResult<()>
+    where
+        I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let result = self.lock().append(entries.into_iter().collect());
+        match result {
+            Ok(()) => {
+                callback.log_io_completed(Ok(()));
+                Ok(())
+            }
+            Err(e) => {
+                let err = StorageIOError::write_logs(&e);
+                callback.log_io_completed(Err(e));
+                Err(err.into())
+            }
+        }
+    }
+
+    async fn truncate(&mut self, log_id: LogId<NodeId>) -> StorageResult<()> {
+        let mut inner = self.lock();
+        let _ = inner.entries.split_off(&log_id.index);
+        inner.rewrite().map_err(|e| StorageIOError::write_logs(&e))?;
+        Ok(())
+    }
+
+    async fn purge(&mut self, log_id: LogId<NodeId>) -> StorageResult<()> {
+        let mut inner = self.lock();
+        let kept = inner.entries.split_off(&(log_id.index + 1));
+        inner.entries = kept;
+        inner.purged = Some(log_id);
+        inner.rewrite().map_err(|e| StorageIOError::write_logs(&e))?;
+        Ok(())
+    }
+}
+
+/// What `snapshot.json` holds.
+#[derive(Serialize, Deserialize, Clone)]
+struct StoredSnapshot {
+    meta: SnapshotMeta<NodeId, Node>,
+    state: ClusterState,
+}
+
+/// The cluster state applied from the log, published to the shards after
+/// every change (`Published`).
+pub struct StateMachine {
+    dir: PathBuf,
+    applied: Option<LogId<NodeId>>,
+    membership: StoredMembership<NodeId, Node>,
+    state: ClusterState,
+    published: Published,
+    snapshots_built: u64,
+}
+
+impl StateMachine {
+    pub fn open(dir: &Path, published: Published) -> std::io::Result<Self> {
+        std::fs::create_dir_all(dir)?;
+        let mut sm = Self {
+            dir: dir.to_path_buf(),
+            applied: None,
+            membership: StoredMembership::default(),
+            state: ClusterState::default(),
+            published,
+            snapshots_built: 0,
+        };
+        if let Some(s) = read_json::<StoredSnapshot>(&sm.snapshot_path())? {
+            sm.applied = s.meta.last_log_id;
+            sm.membership = s.meta.last_membership.clone();
+            sm.state = s.state;
+        }
+        sm.publish();
+        Ok(sm)
+    }
+
+    fn snapshot_path(&self) -> PathBuf {
+        self.dir.join("snapshot.json")
+    }
+
+    fn publish(&self) {
+        let brokers = self.state.brokers.clone();
+        self.published.send_modify(|v| v.brokers = brokers);
+    }
+
+    /// `snapshot.json`'s bytes and the snapshot openraft is handed.
+    fn snapshot_of(
+        meta: SnapshotMeta<NodeId, Node>,
+        state: &ClusterState,
+    ) -> serde_json::Result<(Vec<u8>, Snapshot<TypeConfig>)> {
+        let stored = StoredSnapshot { meta: meta.clone(), state: state.clone() };
+        let bytes = serde_json::to_vec(&stored)?;
+        let data = serde_json::to_vec(state)?;
+        Ok((bytes, Snapshot { meta, snapshot: Box::new(Cursor::new(data)) }))
+    }
+}
+
+/// A copy of the state machine taken when openraft asks for a snapshot.
+pub struct SnapshotBuilder {
+    dir: PathBuf,
+    applied: Option<LogId<NodeId>>,
+    membership: StoredMembership<NodeId, Node>,
+    state: ClusterState,
+    id: String,
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
+    async fn build_snapshot(&mut self) -> StorageResult<Snapshot<TypeConfig>> {
+        let meta = SnapshotMeta {
+            last_log_id: self.applied,
+            last_membership: self.membership.clone(),
+            snapshot_id: self.id.clone(),
+        };
+        let (bytes, snapshot) =
+            StateMachine::snapshot_of(meta, &self.state).map_err(|e| StorageIOError::write_snapshot(None, &e))?;
+        replace_file(&self.dir.join("snapshot.json"), &bytes)
+            .map_err(|e| StorageIOError::write_snapshot(Some(snapshot.meta.signature()), &e))?;
+        Ok(snapshot)
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for StateMachine {
+    type SnapshotBuilder = SnapshotBuilder;
+
+    async fn applied_state(&mut self) -> StorageResult<(Option<LogId<NodeId>>, StoredMembership<NodeId, Node>)> {
+        Ok((self.applied, self.membership.clone()))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> StorageResult<Vec<()>>
+    where
+        I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let mut answers = Vec::new();
+        for entry in entries {
+            self.applied = Some(entry.log_id);
+            match entry.payload {
+                EntryPayload::Blank => {}
+                EntryPayload::Normal(command) => self.state.apply(command),
+                EntryPayload::Membership(m) => self.membership = StoredMembership::new(Some(entry.log_id), m),
+            }
+            answers.push(());
+        }
+        self.publish();
+        Ok(answers)
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        self.snapshots_built += 1;
+        let index = self.applied.map_or(0, |l| l.index);
+        SnapshotBuilder {
+            dir: self.dir.clone(),
+            applied: self.applied,
+            membership: self.membership.clone(),
+            state: self.state.clone(),
+            id: format!("{index}-{}", self.snapshots_built),
+        }
+    }
+
+    async fn begin_receiving_snapshot(&mut self) -> StorageResult<Box<Cursor<Vec<u8>>>> {
+        Ok(Box::new(Cursor::new(Vec::new())))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta<NodeId, Node>,
+        snapshot: Box<Cursor<Vec<u8>>>,
+    ) -> StorageResult<()> {
+        let state: ClusterState = serde_json::from_slice(snapshot.get_ref())
+            .map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), &e))?;
+        let (bytes, _) = Self::snapshot_of(meta.clone(), &state)
+            .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
+        replace_file(&self.snapshot_path(), &bytes)
+            .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
+        self.applied = meta.last_log_id;
+        self.membership = meta.last_membership.clone();
+        self.state = state;
+        self.publish();
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> StorageResult<Option<Snapshot<TypeConfig>>> {
+        let stored =
+            read_json::<StoredSnapshot>(&self.snapshot_path()).map_err(|e| StorageIOError::read_snapshot(None, &e))?;
+        match stored {
+            None => Ok(None),
+            Some(s) => {
+                let snapshot =
+                    Self::snapshot_of(s.meta, &s.state).map_err(|e| StorageIOError::read_snapshot(None, &e))?;
+                Ok(Some(snapshot.1))
+            }
+        }
+    }
+}
+
+impl ClusterState {
+    fn apply(&mut self, command: Command) {
+        match command {
+            Command::RegisterBroker(b) => {
+                self.brokers.insert(b.node_id, super::BrokerEntry { info: b, fenced: false });
+            }
+            Command::FenceBroker(id) => {
+                if let Some(b) = self.brokers.get_mut(&id) {
+                    b.fenced = true;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Builder;
+
+    impl openraft::testing::StoreBuilder<TypeConfig, LogStore, StateMachine, tempfile::TempDir> for Builder {
+        async fn build(&self) -> StorageResult<(tempfile::TempDir, LogStore, StateMachine)> {
+            let dir = tempfile::tempdir().map_err(|e| StorageIOError::write(&e))?;
+            let log = LogStore::open(dir.path()).map_err(|e| StorageIOError::write(&e))?;
+            let (published, _) = tokio::sync::watch::channel(Default::default());
+            let sm = StateMachine::open(dir.path(), Arc::new(published)).map_err(|e| StorageIOError::write(&e))?;
+            Ok((dir, log, sm))
+        }
+    }
+
+    /// openraft's own conformance suite for log stores and state machines.
+    #[test]
+    fn the_store_passes_openraft_suite() {
+        openraft::testing::Suite::test_all(Builder).unwrap();
+    }
+
+    #[test]
+    fn a_reopened_log_holds_what_was_appended_and_drops_a_torn_last_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let entry = |index| Entry::<TypeConfig> {
+            log_id: LogId::new(openraft::CommittedLeaderId::new(1, 0), index),
+            payload: EntryPayload::Blank,
+        };
+        {
+            let mut inner = LogInner::load(dir.path()).unwrap();
+            inner.append(vec![entry(1), entry(2)]).unwrap();
+        }
+        let path = LogInner::log_path(dir.path());
+        OpenOptions::new().append(true).open(&path).unwrap().write_all(b"{\"log_id\":").unwrap();
+        let inner = LogInner::load(dir.path()).unwrap();
+        assert_eq!(inner.entries.keys().copied().collect::<Vec<_>>(), vec![1, 2]);
+        // The torn line is gone from the file too, so appends follow a whole line.
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.ends_with("}\n"), "{text}");
+    }
+}

@@ -1,0 +1,118 @@
+//! The metadata quorum (issue 18's first part): three broker processes on
+//! 127.0.0.1 form a Raft group with `--controller-quorum`; Metadata and
+//! DescribeCluster list every live broker and name the Raft leader as
+//! controller. SIGKILL the leader: the others elect another and fence the
+//! dead broker; restart it: it rejoins from its own log.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{
+    broker::{free_port, Broker},
+    wire::Wire,
+};
+use kafka_protocol::messages::{
+    ApiKey, DescribeClusterRequest, DescribeClusterResponse, MetadataRequest, MetadataResponse,
+};
+
+/// What one broker tells a client: the controller id and (node id, port)
+/// of every broker, by Metadata at `version`.
+fn metadata_view(broker: &Broker, version: i16) -> (i32, Vec<(i32, i32)>) {
+    let mut wire = Wire::connect(&broker.bootstrap());
+    let mut request = MetadataRequest::default();
+    request.topics = if version == 0 { Some(Vec::new()) } else { None };
+    let response: MetadataResponse = wire.call(ApiKey::Metadata, version, &request);
+    let brokers = response.brokers.iter().map(|b| (b.node_id.0, b.port)).collect();
+    (response.controller_id.0, brokers)
+}
+
+fn describe_cluster_view(broker: &Broker) -> (i32, Vec<(i32, i32)>) {
+    let mut wire = Wire::connect(&broker.bootstrap());
+    let response: DescribeClusterResponse = wire.call(ApiKey::DescribeCluster, 0, &DescribeClusterRequest::default());
+    assert_eq!(response.error_code, 0);
+    let brokers = response.brokers.iter().map(|b| (b.broker_id.0, b.port)).collect();
+    (response.controller_id.0, brokers)
+}
+
+/// Waits until every broker in `live` lists exactly `live` (ids and Kafka
+/// ports) and all name the same controller, one of them; returns it.
+fn wait_for_agreement(live: &[(i32, &Broker)], what: &str) -> i32 {
+    let mut expected: Vec<(i32, i32)> = live.iter().map(|(id, b)| (*id, b.port as i32)).collect();
+    expected.sort();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let last = live.iter().map(|(_, b)| metadata_view(b, 12)).collect::<Vec<_>>();
+        let controller = last[0].0;
+        let agreed = last.iter().all(|(c, brokers)| *c == controller && *brokers == expected);
+        if agreed && live.iter().any(|(id, _)| *id == controller) {
+            return controller;
+        }
+        assert!(Instant::now() < deadline, "{what}: no agreement in 30 s; expected {expected:?}, saw {last:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn quorum_config(id: i32, quorum: &str) -> String {
+    format!(
+        "node_id = {id}\ncontroller_quorum = \"{quorum}\"\n\
+         broker_heartbeat_interval_ms = 200\nbroker_session_timeout_ms = 2000\n"
+    )
+}
+
+#[test]
+fn three_brokers_agree_on_the_cluster_and_survive_the_leaders_loss() {
+    let dir = tempfile::tempdir().unwrap();
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let quorum = (1..=3).zip(&ports).map(|(id, p)| format!("{id}@127.0.0.1:{p}")).collect::<Vec<_>>().join(",");
+    let mut brokers: Vec<(i32, Broker)> = (1..=3)
+        .map(|id| {
+            let config = quorum_config(id, &quorum);
+            (id, Broker::start_with_config(&dir.path().join(format!("b{id}")), 1, &config, &[]))
+        })
+        .collect();
+
+    let all: Vec<(i32, &Broker)> = brokers.iter().map(|(id, b)| (*id, b)).collect();
+    let leader = wait_for_agreement(&all, "three brokers started");
+    // Old and newer versions of both APIs tell the same story.
+    let (_, listed) = metadata_view(all[0].1, 12);
+    for (_, b) in &all {
+        assert_eq!(metadata_view(b, 0).1, listed, "Metadata v0");
+        assert_eq!(metadata_view(b, 1), (leader, listed.clone()), "Metadata v1");
+        assert_eq!(describe_cluster_view(b), (leader, listed.clone()), "DescribeCluster v0");
+    }
+
+    // The leader's process dies without a word.
+    let at = brokers.iter().position(|(id, _)| *id == leader).unwrap();
+    brokers[at].1.kill();
+    let started = Instant::now();
+    let survivors: Vec<(i32, &Broker)> =
+        brokers.iter().filter(|(id, _)| *id != leader).map(|(id, b)| (*id, b)).collect();
+    let next = wait_for_agreement(&survivors, "after the leader's SIGKILL");
+    assert_ne!(next, leader);
+    eprintln!("new controller {next} agreed on {:?} after the kill of {leader}", started.elapsed());
+
+    // Back from its own log and data directory, it is listed again.
+    brokers[at].1.restart();
+    let all: Vec<(i32, &Broker)> = brokers.iter().map(|(id, b)| (*id, b)).collect();
+    wait_for_agreement(&all, "after the old leader restarted");
+    for (_, b) in brokers.iter_mut() {
+        b.stop();
+    }
+}
+
+#[test]
+fn a_broker_outside_its_own_quorum_refuses_to_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_shardlog"))
+        .args(["serve", "--cores", "1", "--metrics-listen", ""])
+        .args(["--listen", &format!("127.0.0.1:{}", free_port())])
+        .args(["--node-id", "4", "--controller-quorum", &format!("1@127.0.0.1:{}", free_port())])
+        .arg("--data-dir")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("node 4 is not in --controller-quorum"), "{stderr}");
+}
