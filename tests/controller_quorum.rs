@@ -38,9 +38,13 @@ fn describe_cluster_view(broker: &Broker) -> (i32, Vec<(i32, i32)>) {
 /// Waits until every broker in `live` lists exactly `live` (ids and Kafka
 /// ports) and all name the same controller, one of them; returns it.
 fn wait_for_agreement(live: &[(i32, &Broker)], what: &str) -> i32 {
+    wait_for_agreement_within(live, what, Duration::from_secs(30))
+}
+
+fn wait_for_agreement_within(live: &[(i32, &Broker)], what: &str, limit: Duration) -> i32 {
     let mut expected: Vec<(i32, i32)> = live.iter().map(|(id, b)| (*id, b.port as i32)).collect();
     expected.sort();
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + limit;
     loop {
         let last = live.iter().map(|(_, b)| metadata_view(b, 12)).collect::<Vec<_>>();
         let controller = last[0].0;
@@ -48,29 +52,34 @@ fn wait_for_agreement(live: &[(i32, &Broker)], what: &str) -> i32 {
         if agreed && live.iter().any(|(id, _)| *id == controller) {
             return controller;
         }
-        assert!(Instant::now() < deadline, "{what}: no agreement in 30 s; expected {expected:?}, saw {last:?}");
+        assert!(Instant::now() < deadline, "{what}: no agreement in {limit:?}; expected {expected:?}, saw {last:?}");
         std::thread::sleep(Duration::from_millis(100));
     }
 }
 
-fn quorum_config(id: i32, quorum: &str) -> String {
+fn quorum_config(id: i32, quorum: &str, session_ms: u64) -> String {
     format!(
         "node_id = {id}\ncontroller_quorum = \"{quorum}\"\n\
-         broker_heartbeat_interval_ms = 200\nbroker_session_timeout_ms = 2000\n"
+         broker_heartbeat_interval_ms = 200\nbroker_session_timeout_ms = {session_ms}\n"
     )
+}
+
+/// Three brokers of one quorum, each with its own data directory under `dir`.
+fn start_three(dir: &std::path::Path, session_ms: u64) -> Vec<(i32, Broker)> {
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let quorum = (1..=3).zip(&ports).map(|(id, p)| format!("{id}@127.0.0.1:{p}")).collect::<Vec<_>>().join(",");
+    (1..=3)
+        .map(|id| {
+            let config = quorum_config(id, &quorum, session_ms);
+            (id, Broker::start_with_config(&dir.join(format!("b{id}")), 1, &config, &[]))
+        })
+        .collect()
 }
 
 #[test]
 fn three_brokers_agree_on_the_cluster_and_survive_the_leaders_loss() {
     let dir = tempfile::tempdir().unwrap();
-    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
-    let quorum = (1..=3).zip(&ports).map(|(id, p)| format!("{id}@127.0.0.1:{p}")).collect::<Vec<_>>().join(",");
-    let mut brokers: Vec<(i32, Broker)> = (1..=3)
-        .map(|id| {
-            let config = quorum_config(id, &quorum);
-            (id, Broker::start_with_config(&dir.path().join(format!("b{id}")), 1, &config, &[]))
-        })
-        .collect();
+    let mut brokers = start_three(dir.path(), 2000);
 
     let all: Vec<(i32, &Broker)> = brokers.iter().map(|(id, b)| (*id, b)).collect();
     let leader = wait_for_agreement(&all, "three brokers started");
@@ -98,6 +107,30 @@ fn three_brokers_agree_on_the_cluster_and_survive_the_leaders_loss() {
     wait_for_agreement(&all, "after the old leader restarted");
     for (_, b) in brokers.iter_mut() {
         b.stop();
+    }
+}
+
+/// A clean shutdown of the leader fences it at once (Kafka's controlled
+/// shutdown): with a one-minute session, only that explains its leaving
+/// the others' Metadata within seconds.
+#[test]
+fn a_leader_stopped_cleanly_leaves_metadata_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut brokers = start_three(dir.path(), 60_000);
+    let all: Vec<(i32, &Broker)> = brokers.iter().map(|(id, b)| (*id, b)).collect();
+    let leader = wait_for_agreement(&all, "three brokers started");
+    let at = brokers.iter().position(|(id, _)| *id == leader).unwrap();
+    brokers[at].1.stop();
+    let (left, log) = brokers[at].1.wait_for_log("controller: broker");
+    assert!(left, "the leader logged no fencing of itself: {log}");
+    let survivors: Vec<(i32, &Broker)> =
+        brokers.iter().filter(|(id, _)| *id != leader).map(|(id, b)| (*id, b)).collect();
+    let next = wait_for_agreement_within(&survivors, "after the leader's SIGTERM", Duration::from_secs(15));
+    assert_ne!(next, leader);
+    for (id, b) in brokers.iter_mut() {
+        if *id != leader {
+            b.stop();
+        }
     }
 }
 

@@ -24,7 +24,10 @@ use std::{
     collections::{BTreeMap, HashMap},
     io::Cursor,
     path::PathBuf,
-    sync::{Arc, Mutex},
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc, Mutex,
+    },
     time::{Duration, Instant},
 };
 
@@ -96,6 +99,9 @@ type Published = Arc<tokio::sync::watch::Sender<ClusterView>>;
 #[derive(Serialize, Deserialize, Debug)]
 pub(crate) enum BrokerRequest {
     Heartbeat(BrokerInfo),
+    /// A clean shutdown (Kafka's controlled shutdown): fence this broker
+    /// now rather than after its session times out.
+    Leaving(i32),
 }
 
 #[derive(Serialize, Deserialize, Debug)]
@@ -140,6 +146,21 @@ pub struct ControllerSettings {
     pub broker: BrokerInfo,
     pub heartbeat_every: Duration,
     pub session_timeout: Duration,
+    /// The broker's stop flag (SIGINT/SIGTERM): the broker then leaves.
+    pub stop: Arc<AtomicBool>,
+}
+
+/// What `serve` keeps of its quorum member.
+pub struct ControllerHandle {
+    pub view: ClusterWatch,
+    left: std::sync::mpsc::Receiver<()>,
+}
+
+impl ControllerHandle {
+    /// Waits, at most `limit`, until the leader fenced this stopping broker.
+    pub fn wait_left(&self, limit: Duration) -> bool {
+        self.left.recv_timeout(limit).is_ok()
+    }
 }
 
 /// One quorum member, shared by its tasks.
@@ -151,6 +172,8 @@ pub(crate) struct Controller {
     /// On the leader: when each broker was last heard from.
     last_seen: Mutex<HashMap<i32, Instant>>,
     session_timeout: Duration,
+    /// Set at shutdown: heartbeats stop, so the fence stays.
+    leaving: AtomicBool,
 }
 
 impl Controller {
@@ -161,38 +184,56 @@ impl Controller {
     /// A heartbeat, answered by the leader: it notes the time and writes a
     /// registration when the broker is new, fenced or has moved.
     async fn broker_request(&self, request: BrokerRequest) -> BrokerAnswer {
-        let BrokerRequest::Heartbeat(info) = request;
         let leader = self.leader();
         if leader != Some(self.node_id) {
             return BrokerAnswer::NotLeader(leader);
         }
-        self.last_seen.lock().unwrap_or_else(|p| p.into_inner()).insert(info.node_id, Instant::now());
-        let current = self.published.borrow().brokers.get(&info.node_id).is_some_and(|b| !b.fenced && b.info == info);
-        if current {
-            return BrokerAnswer::Ok;
-        }
-        match self.raft.client_write(Command::RegisterBroker(info)).await {
+        let command = match request {
+            BrokerRequest::Heartbeat(info) => {
+                self.last_seen.lock().unwrap_or_else(|p| p.into_inner()).insert(info.node_id, Instant::now());
+                let brokers = &self.published.borrow().brokers;
+                if brokers.get(&info.node_id).is_some_and(|b| !b.fenced && b.info == info) {
+                    return BrokerAnswer::Ok;
+                }
+                Command::RegisterBroker(info)
+            }
+            BrokerRequest::Leaving(id) => {
+                log::info!("controller: broker {id} is shutting down; fencing it");
+                Command::FenceBroker(id)
+            }
+        };
+        match self.raft.client_write(command).await {
             Ok(_) => BrokerAnswer::Ok,
             Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => BrokerAnswer::NotLeader(f.leader_id),
             Err(e) => BrokerAnswer::Failed(e.to_string()),
         }
     }
 
-    /// This broker's heartbeats, to whichever member leads.
+    /// Sends `request` to whichever member leads (this one included).
+    async fn to_leader(
+        &self,
+        peers: &mut HashMap<u64, network::Peer>,
+        request: BrokerRequest,
+        limit: Duration,
+    ) -> BrokerAnswer {
+        match self.leader() {
+            None => BrokerAnswer::NotLeader(None),
+            Some(l) if l == self.node_id => self.broker_request(request).await,
+            Some(l) => {
+                let addr = self.voters.get(&l).map(|n| n.addr.clone()).unwrap_or_default();
+                let peer = peers.entry(l).or_insert_with(|| network::Peer::new(l, addr));
+                let rpc = network::Rpc::Broker(request);
+                peer.call(&rpc, limit).await.unwrap_or_else(|e| BrokerAnswer::Failed(e.to_string()))
+            }
+        }
+    }
+
+    /// This broker's heartbeats, to whichever member leads, until it leaves.
     async fn heartbeats(self: Arc<Self>, info: BrokerInfo, every: Duration) {
         let mut peers: HashMap<u64, network::Peer> = HashMap::new();
         let mut last_error = String::new();
-        loop {
-            let answer = match self.leader() {
-                None => BrokerAnswer::NotLeader(None),
-                Some(l) if l == self.node_id => self.broker_request(BrokerRequest::Heartbeat(info.clone())).await,
-                Some(l) => {
-                    let addr = self.voters.get(&l).map(|n| n.addr.clone()).unwrap_or_default();
-                    let peer = peers.entry(l).or_insert_with(|| network::Peer::new(l, addr));
-                    let rpc = network::Rpc::Broker(BrokerRequest::Heartbeat(info.clone()));
-                    peer.call(&rpc, every).await.unwrap_or_else(|e| BrokerAnswer::Failed(e.to_string()))
-                }
-            };
+        while !self.leaving.load(Ordering::Acquire) {
+            let answer = self.to_leader(&mut peers, BrokerRequest::Heartbeat(info.clone()), every).await;
             match answer {
                 BrokerAnswer::Ok => last_error.clear(),
                 BrokerAnswer::NotLeader(_) => {}
@@ -204,6 +245,27 @@ impl Controller {
             }
             tokio::time::sleep(every).await;
         }
+    }
+
+    /// Waits for the broker's stop flag, then asks the leader to fence this
+    /// broker (retrying for up to `LEAVE_LIMIT`) and says so on `left`.
+    async fn leave_at_stop(self: Arc<Self>, stop: Arc<AtomicBool>, left: std::sync::mpsc::Sender<()>) {
+        while !stop.load(Ordering::Relaxed) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        self.leaving.store(true, Ordering::Release);
+        let id = self.node_id as i32;
+        let deadline = Instant::now() + LEAVE_LIMIT;
+        let mut peers = HashMap::new();
+        while Instant::now() < deadline {
+            let answer = self.to_leader(&mut peers, BrokerRequest::Leaving(id), LEAVE_LIMIT / 4).await;
+            if matches!(answer, BrokerAnswer::Ok) {
+                let _ = left.send(());
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        log::warn!("controller: broker {id} left without being fenced (no leader answered in {LEAVE_LIMIT:?})");
     }
 
     /// On the leader: fences brokers whose session expired.
@@ -257,9 +319,13 @@ impl Controller {
     }
 }
 
+/// How long a stopping broker tries to be fenced before it goes anyway
+/// (the leader then fences it when its session times out).
+const LEAVE_LIMIT: Duration = Duration::from_secs(3);
+
 /// Starts this broker's quorum member on a thread of its own; returns once
 /// its port is bound and its log loaded, with the view the shards read.
-pub fn start(settings: ControllerSettings) -> Result<ClusterWatch, String> {
+pub fn start(settings: ControllerSettings) -> Result<ControllerHandle, String> {
     let me = settings.node_id as u64;
     let Some(node) = settings.voters.get(&me) else {
         return Err(format!(
@@ -271,6 +337,7 @@ pub fn start(settings: ControllerSettings) -> Result<ClusterWatch, String> {
     let (tx, rx) = tokio::sync::watch::channel(ClusterView::default());
     let published: Published = Arc::new(tx);
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), String>>();
+    let (left_tx, left) = std::sync::mpsc::channel();
     std::thread::Builder::new()
         .name("controller".into())
         .spawn(move || {
@@ -294,12 +361,13 @@ pub fn start(settings: ControllerSettings) -> Result<ClusterWatch, String> {
                 tokio::spawn(controller.clone().publish_leader());
                 tokio::spawn(controller.clone().fence_expired());
                 tokio::spawn(controller.clone().heartbeats(settings.broker.clone(), settings.heartbeat_every));
+                tokio::spawn(controller.clone().leave_at_stop(settings.stop.clone(), left_tx));
                 network::serve(listener, controller).await;
             });
         })
         .map_err(|e| format!("cannot start the controller thread: {e}"))?;
     match ready_rx.recv() {
-        Ok(Ok(())) => Ok(rx),
+        Ok(Ok(())) => Ok(ControllerHandle { view: rx, left }),
         Ok(Err(e)) => Err(e),
         Err(_) => Err("the controller thread ended while starting".into()),
     }
@@ -344,6 +412,7 @@ async fn open(
         published,
         last_seen: Mutex::new(HashMap::new()),
         session_timeout: settings.session_timeout,
+        leaving: AtomicBool::new(false),
     });
     Ok((controller, listener))
 }

@@ -84,7 +84,8 @@ fn listeners_security(
 fn start_controller(
     config: &ServeConfig,
     listeners: &[listeners::Listener],
-) -> Result<Option<crate::controller::ClusterWatch>, String> {
+    stop: &Arc<AtomicBool>,
+) -> Result<Option<crate::controller::ControllerHandle>, String> {
     use crate::controller::{BrokerInfo, ControllerSettings, ListenerAddr};
     let Some(quorum) = &config.controller_quorum else {
         return Ok(None);
@@ -103,10 +104,11 @@ fn start_controller(
         broker,
         heartbeat_every: Duration::from_millis(config.broker_heartbeat_interval_ms.max(10)),
         session_timeout: Duration::from_millis(config.broker_session_timeout_ms.max(100)),
+        stop: stop.clone(),
     };
-    let watch = crate::controller::start(settings)?;
+    let handle = crate::controller::start(settings)?;
     banner!("shardlog: node {} joined the controller quorum {quorum}", config.node_id);
-    Ok(Some(watch))
+    Ok(Some(handle))
 }
 
 /// Runs the broker until SIGINT or SIGTERM. Returns once every shard has
@@ -154,7 +156,8 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
     let metrics_addr = metrics.as_ref().and_then(|l| l.local_addr().ok());
     let mut metrics = metrics;
     let table = Arc::new(table);
-    let cluster = start_controller(&config, &listeners)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let controller = start_controller(&config, &listeners, &stop)?;
     let settings = Arc::new(BrokerSettings {
         node_id: config.node_id,
         advertised_host: listeners[0].advertised.host.clone(),
@@ -182,9 +185,8 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
         authorizer,
         sasl_mechanisms: config.sasl.enabled()?,
         credentials_at_start: Arc::new(crate::security::credentials::Credentials::load(&config.data_dir)?),
-        cluster,
+        cluster: controller.as_ref().map(|c| c.view.clone()),
     });
-    let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, stop.clone()).map_err(|e| format!("cannot handle signal {signal}: {e}"))?;
     }
@@ -226,6 +228,17 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
     }
     // The journals' bytes are in their partitions now.
     drop(replay);
+    wait_for_shards(handles, reload, controller.as_ref(), config.node_id)
+}
+
+/// Waits for every shard to finish, then for the quorum to fence this
+/// broker (when in one); a shard's failure is the result.
+fn wait_for_shards(
+    handles: Vec<glommio::ExecutorJoinHandle<Result<(), String>>>,
+    reload: Option<signal_hook::iterator::Handle>,
+    controller: Option<&crate::controller::ControllerHandle>,
+    node_id: i32,
+) -> Result<(), String> {
     let mut failure = None;
     for h in handles {
         match h.join() {
@@ -236,6 +249,12 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
     }
     if let Some(handle) = reload {
         handle.close();
+    }
+    // Fenced by the leader before exit, so clients stop being sent here.
+    if let Some(c) = controller {
+        if c.wait_left(Duration::from_secs(4)) {
+            banner!("shardlog: node {} left the cluster", node_id);
+        }
     }
     failure.map_or(Ok(()), Err)
 }
