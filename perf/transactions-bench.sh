@@ -44,7 +44,10 @@ if [ -z "${BIN:-}" ]; then
     BIN=target/release/shardlog
 fi
 BROKER_BIN="${BROKER_BIN:-$BIN}"
-COMMIT="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src || echo -dirty)"
+# Named after the commit the measured binary was built from (its --version),
+# not the checkout's, so a BIN built elsewhere is not mislabelled.
+COMMIT="$("$BROKER_BIN" --version | sed -n 's/.*(commit \([0-9a-f]\{7\}\)[0-9a-f]*\(-dirty\)\{0,1\}).*/\1\2/p')"
+COMMIT="${COMMIT:-unknown}"
 OUT="${OUT:-perf/results/$(date -u +%Y%m%dT%H%M%SZ)-$COMMIT-txn}"
 mkdir -p "$OUT" "$DATA"
 echo "results in $OUT"

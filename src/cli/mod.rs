@@ -20,7 +20,11 @@ use crate::{
 const CLIENT_ID: &str = "shardlog-cli";
 
 #[derive(Parser, Debug)]
-#[command(name = "shardlog", version, about = "Kafka-compatible broker, thread-per-core on io_uring")]
+#[command(
+    name = "shardlog",
+    version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("SHARDLOG_COMMIT"), ")"),
+    about = "Kafka-compatible broker, thread-per-core on io_uring"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

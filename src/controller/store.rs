@@ -252,13 +252,20 @@ struct StoredSnapshot {
     state: ClusterState,
 }
 
+/// What has been applied from the log: the cluster state, the last entry
+/// in it and the membership of the quorum.
+#[derive(Clone, Default)]
+struct Applied {
+    last: Option<LogId<NodeId>>,
+    membership: StoredMembership<NodeId, Node>,
+    state: ClusterState,
+}
+
 /// The cluster state applied from the log, published to the shards after
 /// every change (`Published`).
 pub struct StateMachine {
     dir: PathBuf,
-    applied: Option<LogId<NodeId>>,
-    membership: StoredMembership<NodeId, Node>,
-    state: ClusterState,
+    applied: Applied,
     published: Published,
     snapshots_built: u64,
 }
@@ -266,18 +273,9 @@ pub struct StateMachine {
 impl StateMachine {
     pub fn open(dir: &Path, published: Published) -> std::io::Result<Self> {
         std::fs::create_dir_all(dir)?;
-        let mut sm = Self {
-            dir: dir.to_path_buf(),
-            applied: None,
-            membership: StoredMembership::default(),
-            state: ClusterState::default(),
-            published,
-            snapshots_built: 0,
-        };
+        let mut sm = Self { dir: dir.to_path_buf(), applied: Applied::default(), published, snapshots_built: 0 };
         if let Some(s) = read_json::<StoredSnapshot>(&sm.snapshot_path())? {
-            sm.applied = s.meta.last_log_id;
-            sm.membership = s.meta.last_membership.clone();
-            sm.state = s.state;
+            sm.applied = Applied { last: s.meta.last_log_id, membership: s.meta.last_membership, state: s.state };
         }
         sm.publish();
         Ok(sm)
@@ -288,7 +286,7 @@ impl StateMachine {
     }
 
     fn publish(&self) {
-        let brokers = self.state.brokers.clone();
+        let brokers = self.applied.state.brokers.clone();
         self.published.send_modify(|v| v.brokers = brokers);
     }
 
@@ -307,21 +305,19 @@ impl StateMachine {
 /// A copy of the state machine taken when openraft asks for a snapshot.
 pub struct SnapshotBuilder {
     dir: PathBuf,
-    applied: Option<LogId<NodeId>>,
-    membership: StoredMembership<NodeId, Node>,
-    state: ClusterState,
+    applied: Applied,
     id: String,
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     async fn build_snapshot(&mut self) -> StorageResult<Snapshot<TypeConfig>> {
         let meta = SnapshotMeta {
-            last_log_id: self.applied,
-            last_membership: self.membership.clone(),
+            last_log_id: self.applied.last,
+            last_membership: self.applied.membership.clone(),
             snapshot_id: self.id.clone(),
         };
-        let (bytes, snapshot) =
-            StateMachine::snapshot_of(meta, &self.state).map_err(|e| StorageIOError::write_snapshot(None, &e))?;
+        let (bytes, snapshot) = StateMachine::snapshot_of(meta, &self.applied.state)
+            .map_err(|e| StorageIOError::write_snapshot(None, &e))?;
         replace_file(&self.dir.join("snapshot.json"), &bytes)
             .map_err(|e| StorageIOError::write_snapshot(Some(snapshot.meta.signature()), &e))?;
         Ok(snapshot)
@@ -332,7 +328,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     type SnapshotBuilder = SnapshotBuilder;
 
     async fn applied_state(&mut self) -> StorageResult<(Option<LogId<NodeId>>, StoredMembership<NodeId, Node>)> {
-        Ok((self.applied, self.membership.clone()))
+        Ok((self.applied.last, self.applied.membership.clone()))
     }
 
     async fn apply<I>(&mut self, entries: I) -> StorageResult<Vec<()>>
@@ -342,11 +338,12 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     {
         let mut answers = Vec::new();
         for entry in entries {
-            self.applied = Some(entry.log_id);
+            let applied = &mut self.applied;
+            applied.last = Some(entry.log_id);
             match entry.payload {
                 EntryPayload::Blank => {}
-                EntryPayload::Normal(command) => self.state.apply(command),
-                EntryPayload::Membership(m) => self.membership = StoredMembership::new(Some(entry.log_id), m),
+                EntryPayload::Normal(command) => applied.state.apply(command),
+                EntryPayload::Membership(m) => applied.membership = StoredMembership::new(Some(entry.log_id), m),
             }
             answers.push(());
         }
@@ -356,12 +353,10 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
 
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
         self.snapshots_built += 1;
-        let index = self.applied.map_or(0, |l| l.index);
+        let index = self.applied.last.map_or(0, |l| l.index);
         SnapshotBuilder {
             dir: self.dir.clone(),
-            applied: self.applied,
-            membership: self.membership.clone(),
-            state: self.state.clone(),
+            applied: self.applied.clone(),
             id: format!("{index}-{}", self.snapshots_built),
         }
     }
@@ -381,9 +376,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
         replace_file(&self.snapshot_path(), &bytes)
             .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
-        self.applied = meta.last_log_id;
-        self.membership = meta.last_membership.clone();
-        self.state = state;
+        self.applied = Applied { last: meta.last_log_id, membership: meta.last_membership.clone(), state };
         self.publish();
         Ok(())
     }
