@@ -385,13 +385,17 @@ async fn open(
     let log = store::LogStore::open(dir).map_err(|e| format!("controller log in {}: {e}", dir.display()))?;
     let sm = store::StateMachine::open(dir, published.clone())
         .map_err(|e| format!("controller state in {}: {e}", dir.display()))?;
-    // Elections within a few seconds of a leader's loss, as Kafka's KRaft
-    // defaults (controller.quorum.election.timeout.ms = 1000).
+    // A follower of a leader it has heard from waits out the leader's lease
+    // (openraft 0.9: election_timeout_max) and then a random election
+    // timeout before it stands: 1.5-2 s after the leader's last heartbeat
+    // here. (1-2 s timeouts measured 3.3-3.6 s from a SIGKILL to a new
+    // controller, `perf/controller-failover.sh`.) A heartbeat every 150 ms
+    // leaves six to miss before anyone stands.
     let config = openraft::Config {
         cluster_name: "shardlog".into(),
-        heartbeat_interval: 250,
-        election_timeout_min: 1000,
-        election_timeout_max: 2000,
+        heartbeat_interval: 150,
+        election_timeout_min: 500,
+        election_timeout_max: 1000,
         ..Default::default()
     };
     let config = Arc::new(config.validate().map_err(|e| format!("controller settings: {e}"))?);
