@@ -272,7 +272,7 @@ impl Controller {
     async fn fence_expired(self: Arc<Self>) {
         let mut leading = false;
         loop {
-            tokio::time::sleep(self.session_timeout / 8).await;
+            tokio::time::sleep((self.session_timeout / 8).min(FENCE_CHECK_EVERY)).await;
             let now_leading = self.leader() == Some(self.node_id);
             let brokers = self.published.borrow().brokers.clone();
             if now_leading && !leading {
@@ -318,6 +318,9 @@ impl Controller {
         }
     }
 }
+
+/// The longest a silent broker stays unfenced past its session.
+const FENCE_CHECK_EVERY: Duration = Duration::from_millis(250);
 
 /// How long a stopping broker tries to be fenced before it goes anyway
 /// (the leader then fences it when its session times out).
