@@ -181,6 +181,29 @@ impl Controller {
         self.raft.metrics().borrow().current_leader
     }
 
+    /// The leader as clients should hear of it: this member, while leading,
+    /// only while a quorum has acknowledged it within the lease. A leader cut
+    /// off from the others (openraft 0.9 keeps the role until it hears a
+    /// newer term) must not go on naming itself.
+    fn live_leader(&self) -> Option<u64> {
+        let m = self.raft.metrics().borrow().clone();
+        match m.current_leader {
+            Some(l) if l == self.node_id && m.millis_since_quorum_ack.is_none_or(|ms| ms > LEADER_LEASE_MS) => None,
+            other => other,
+        }
+    }
+
+    /// Appends `command` to the quorum's log, waiting at most `WRITE_LIMIT`
+    /// (a leader without a quorum would wait until it had one again).
+    async fn write(&self, command: Command) -> BrokerAnswer {
+        match tokio::time::timeout(WRITE_LIMIT, self.raft.client_write(command)).await {
+            Ok(Ok(_)) => BrokerAnswer::Ok,
+            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f)))) => BrokerAnswer::NotLeader(f.leader_id),
+            Ok(Err(e)) => BrokerAnswer::Failed(e.to_string()),
+            Err(_) => BrokerAnswer::Failed(format!("no quorum acknowledged the write within {WRITE_LIMIT:?}")),
+        }
+    }
+
     /// A heartbeat, answered by the leader: it notes the time and writes a
     /// registration when the broker is new, fenced or has moved.
     async fn broker_request(&self, request: BrokerRequest) -> BrokerAnswer {
@@ -202,11 +225,7 @@ impl Controller {
                 Command::FenceBroker(id)
             }
         };
-        match self.raft.client_write(command).await {
-            Ok(_) => BrokerAnswer::Ok,
-            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => BrokerAnswer::NotLeader(f.leader_id),
-            Err(e) => BrokerAnswer::Failed(e.to_string()),
-        }
+        self.write(command).await
     }
 
     /// Sends `request` to whichever member leads (this one included).
@@ -296,24 +315,26 @@ impl Controller {
             };
             for id in expired {
                 log::warn!("controller: fencing broker {id}: no heartbeat for {:?}", self.session_timeout);
-                if let Err(e) = self.raft.client_write(Command::FenceBroker(id)).await {
+                if let BrokerAnswer::Failed(e) = self.write(Command::FenceBroker(id)).await {
                     log::warn!("controller: could not fence broker {id}: {e}");
                 }
             }
         }
     }
 
-    /// Keeps the published leader current.
+    /// Keeps the published leader current: at every change of openraft's
+    /// metrics, and every `FENCE_CHECK_EVERY` (a lost quorum changes none).
     async fn publish_leader(self: Arc<Self>) {
         let mut metrics = self.raft.metrics();
         loop {
-            let leader = metrics.borrow().current_leader.map(|l| l as i32);
+            let leader = self.live_leader().map(|l| l as i32);
             if self.published.borrow().leader != leader {
                 log::info!("controller: leader is now {leader:?} (node {})", self.node_id);
                 self.published.send_modify(|v| v.leader = leader);
             }
-            if metrics.changed().await.is_err() {
-                return;
+            tokio::select! {
+                changed = metrics.changed() => if changed.is_err() { return },
+                () = tokio::time::sleep(FENCE_CHECK_EVERY) => {}
             }
         }
     }
@@ -321,6 +342,12 @@ impl Controller {
 
 /// The longest a silent broker stays unfenced past its session.
 const FENCE_CHECK_EVERY: Duration = Duration::from_millis(250);
+
+/// openraft's election_timeout_max, also the leader's lease (`open`).
+const LEADER_LEASE_MS: u64 = 1000;
+
+/// How long a log write may wait for a quorum.
+const WRITE_LIMIT: Duration = Duration::from_secs(5);
 
 /// How long a stopping broker tries to be fenced before it goes anyway
 /// (the leader then fences it when its session times out).
@@ -398,7 +425,7 @@ async fn open(
         cluster_name: "shardlog".into(),
         heartbeat_interval: 150,
         election_timeout_min: 500,
-        election_timeout_max: 1000,
+        election_timeout_max: LEADER_LEASE_MS,
         ..Default::default()
     };
     let config = Arc::new(config.validate().map_err(|e| format!("controller settings: {e}"))?);
