@@ -13,8 +13,8 @@ if [ -z "${BIN:-}" ]; then
     cargo build --release --bin shardlog
     BIN=target/release/shardlog
 fi
-COMMIT="$("$BIN" --version | sed -n 's/.*(commit \([0-9a-f]\{7\}\)[0-9a-f]*\(-dirty\)\{0,1\}).*/\1\2/p')"
-OUT="${OUT:-perf/results/$(date -u +%Y%m%dT%H%M%SZ)-${COMMIT:-unknown}-controller-failover}"
+. perf/lib.sh
+OUT="${OUT:-perf/results/$(date -u +%Y%m%dT%H%M%SZ)-$(binary_commit "$BIN")-controller-failover}"
 echo "results in $OUT"
 python3 perf/controller_failover.py "$BIN" "$OUT" "$REPS"
 # The brokers' data directories are not results.

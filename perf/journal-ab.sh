@@ -28,9 +28,10 @@ if [ -z "${BIN:-}" ]; then
     BIN=target/release/shardlog
 fi
 # Named after the commit the measured binary was built from (its --version),
-# not the checkout's, so a BIN built elsewhere is not mislabelled.
-COMMIT="$("$BIN" --version | sed -n 's/.*(commit \([0-9a-f]\{7\}\)[0-9a-f]*\(-dirty\)\{0,1\}).*/\1\2/p')"
-COMMIT="${COMMIT:-unknown}"
+# not the checkout's, so a BIN built elsewhere is not mislabelled. (lib.sh
+# keeps the defaults set above.)
+. perf/lib.sh
+COMMIT="$(binary_commit "$BIN")"
 OUT="${OUT:-perf/results/$(date -u +%Y%m%dT%H%M%SZ)-$COMMIT-journal-ab}"
 mkdir -p "$OUT" "$DATA"
 echo "results in $OUT"

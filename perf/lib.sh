@@ -20,6 +20,14 @@ perf_setup() {
     echo "results in $OUT"
 }
 
+# binary_commit BIN: the short commit (with -dirty) BIN was built from, as
+# its --version says; "unknown" for a binary that does not say.
+binary_commit() {
+    local c
+    c="$("$1" --version | sed -n 's/.*(commit \([0-9a-f]\{7\}\)[0-9a-f]*\(-dirty\)\{0,1\}).*/\1\2/p')"
+    echo "${c:-unknown}"
+}
+
 # broker_start LOG ARGS...: runs `$BIN serve ARGS...` with its output in
 # LOG and waits until it listens (at most a minute; fails at once if it
 # exits first). Sets BROKER_PID; an EXIT trap stops it if the script ends

@@ -45,9 +45,10 @@ if [ -z "${BIN:-}" ]; then
 fi
 BROKER_BIN="${BROKER_BIN:-$BIN}"
 # Named after the commit the measured binary was built from (its --version),
-# not the checkout's, so a BIN built elsewhere is not mislabelled.
-COMMIT="$("$BROKER_BIN" --version | sed -n 's/.*(commit \([0-9a-f]\{7\}\)[0-9a-f]*\(-dirty\)\{0,1\}).*/\1\2/p')"
-COMMIT="${COMMIT:-unknown}"
+# not the checkout's, so a BIN built elsewhere is not mislabelled. (lib.sh
+# keeps the defaults set above.)
+. perf/lib.sh
+COMMIT="$(binary_commit "$BROKER_BIN")"
 OUT="${OUT:-perf/results/$(date -u +%Y%m%dT%H%M%SZ)-$COMMIT-txn}"
 mkdir -p "$OUT" "$DATA"
 echo "results in $OUT"

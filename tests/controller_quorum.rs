@@ -57,6 +57,11 @@ fn wait_for_agreement_within(live: &[(i32, &Broker)], what: &str, limit: Duratio
     }
 }
 
+/// The brokers of `brokers` other than `except`, as `wait_for_agreement` takes them.
+fn members(brokers: &[(i32, Broker)], except: Option<i32>) -> Vec<(i32, &Broker)> {
+    brokers.iter().filter(|(id, _)| Some(*id) != except).map(|(id, b)| (*id, b)).collect()
+}
+
 fn quorum_config(id: i32, quorum: &str, session_ms: u64) -> String {
     format!(
         "node_id = {id}\ncontroller_quorum = \"{quorum}\"\n\
@@ -81,7 +86,7 @@ fn three_brokers_agree_on_the_cluster_and_survive_the_leaders_loss() {
     let dir = tempfile::tempdir().unwrap();
     let mut brokers = start_three(dir.path(), 2000);
 
-    let all: Vec<(i32, &Broker)> = brokers.iter().map(|(id, b)| (*id, b)).collect();
+    let all = members(&brokers, None);
     let leader = wait_for_agreement(&all, "three brokers started");
     // Old and newer versions of both APIs tell the same story.
     let (_, listed) = metadata_view(all[0].1, 12);
@@ -95,15 +100,14 @@ fn three_brokers_agree_on_the_cluster_and_survive_the_leaders_loss() {
     let at = brokers.iter().position(|(id, _)| *id == leader).unwrap();
     brokers[at].1.kill();
     let started = Instant::now();
-    let survivors: Vec<(i32, &Broker)> =
-        brokers.iter().filter(|(id, _)| *id != leader).map(|(id, b)| (*id, b)).collect();
+    let survivors = members(&brokers, Some(leader));
     let next = wait_for_agreement(&survivors, "after the leader's SIGKILL");
     assert_ne!(next, leader);
     eprintln!("new controller {next} agreed on {:?} after the kill of {leader}", started.elapsed());
 
     // Back from its own log and data directory, it is listed again.
     brokers[at].1.restart();
-    let all: Vec<(i32, &Broker)> = brokers.iter().map(|(id, b)| (*id, b)).collect();
+    let all = members(&brokers, None);
     wait_for_agreement(&all, "after the old leader restarted");
     for (_, b) in brokers.iter_mut() {
         b.stop();
@@ -117,14 +121,13 @@ fn three_brokers_agree_on_the_cluster_and_survive_the_leaders_loss() {
 fn a_leader_stopped_cleanly_leaves_metadata_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let mut brokers = start_three(dir.path(), 60_000);
-    let all: Vec<(i32, &Broker)> = brokers.iter().map(|(id, b)| (*id, b)).collect();
+    let all = members(&brokers, None);
     let leader = wait_for_agreement(&all, "three brokers started");
     let at = brokers.iter().position(|(id, _)| *id == leader).unwrap();
     brokers[at].1.stop();
     let (left, log) = brokers[at].1.wait_for_log("controller: broker");
     assert!(left, "the leader logged no fencing of itself: {log}");
-    let survivors: Vec<(i32, &Broker)> =
-        brokers.iter().filter(|(id, _)| *id != leader).map(|(id, b)| (*id, b)).collect();
+    let survivors = members(&brokers, Some(leader));
     let next = wait_for_agreement_within(&survivors, "after the leader's SIGTERM", Duration::from_secs(15));
     assert_ne!(next, leader);
     for (id, b) in brokers.iter_mut() {
@@ -142,7 +145,7 @@ fn a_leader_stopped_cleanly_leaves_metadata_at_once() {
 fn a_whole_quorum_restarts_from_its_logs() {
     let dir = tempfile::tempdir().unwrap();
     let mut brokers = start_three(dir.path(), 60_000);
-    let all: Vec<(i32, &Broker)> = brokers.iter().map(|(id, b)| (*id, b)).collect();
+    let all = members(&brokers, None);
     wait_for_agreement(&all, "three brokers started");
     for (_, b) in brokers.iter_mut() {
         b.kill();

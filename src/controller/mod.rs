@@ -107,8 +107,9 @@ pub(crate) enum BrokerRequest {
 #[derive(Serialize, Deserialize, Debug)]
 pub(crate) enum BrokerAnswer {
     Ok,
-    /// Ask that node instead (None: no leader known right now).
-    NotLeader(Option<u64>),
+    /// This member does not lead (or knows no leader): try again once the
+    /// heartbeat loop sees the leader in openraft's metrics.
+    NotLeader,
     Failed(String),
 }
 
@@ -169,7 +170,11 @@ pub(crate) struct Controller {
     raft: Raft<TypeConfig>,
     voters: BTreeMap<u64, BasicNode>,
     published: Published,
-    /// On the leader: when each broker was last heard from.
+    /// On the leader: when each broker was last heard from. A lock, off the
+    /// data path: only the controller thread's tasks (heartbeat RPCs and
+    /// the fencing check) touch it, a few times a second, never a shard;
+    /// tokio::spawn wants `Send` futures, so the `Arc<Controller>` they share
+    /// must be `Sync` even on a single-threaded runtime.
     last_seen: Mutex<HashMap<i32, Instant>>,
     session_timeout: Duration,
     /// Set at shutdown: heartbeats stop, so the fence stays.
@@ -198,7 +203,7 @@ impl Controller {
     async fn write(&self, command: Command) -> BrokerAnswer {
         match tokio::time::timeout(WRITE_LIMIT, self.raft.client_write(command)).await {
             Ok(Ok(_)) => BrokerAnswer::Ok,
-            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f)))) => BrokerAnswer::NotLeader(f.leader_id),
+            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_)))) => BrokerAnswer::NotLeader,
             Ok(Err(e)) => BrokerAnswer::Failed(e.to_string()),
             Err(_) => BrokerAnswer::Failed(format!("no quorum acknowledged the write within {WRITE_LIMIT:?}")),
         }
@@ -207,9 +212,8 @@ impl Controller {
     /// A heartbeat, answered by the leader: it notes the time and writes a
     /// registration when the broker is new, fenced or has moved.
     async fn broker_request(&self, request: BrokerRequest) -> BrokerAnswer {
-        let leader = self.leader();
-        if leader != Some(self.node_id) {
-            return BrokerAnswer::NotLeader(leader);
+        if self.leader() != Some(self.node_id) {
+            return BrokerAnswer::NotLeader;
         }
         let command = match request {
             BrokerRequest::Heartbeat(info) => {
@@ -236,7 +240,7 @@ impl Controller {
         limit: Duration,
     ) -> BrokerAnswer {
         match self.leader() {
-            None => BrokerAnswer::NotLeader(None),
+            None => BrokerAnswer::NotLeader,
             Some(l) if l == self.node_id => self.broker_request(request).await,
             Some(l) => {
                 let addr = self.voters.get(&l).map(|n| n.addr.clone()).unwrap_or_default();
@@ -255,7 +259,7 @@ impl Controller {
             let answer = self.to_leader(&mut peers, BrokerRequest::Heartbeat(info.clone()), every).await;
             match answer {
                 BrokerAnswer::Ok => last_error.clear(),
-                BrokerAnswer::NotLeader(_) => {}
+                BrokerAnswer::NotLeader => {}
                 BrokerAnswer::Failed(e) if e != last_error => {
                     log::warn!("controller: heartbeat of broker {} failed: {e}", info.node_id);
                     last_error = e;
@@ -465,6 +469,11 @@ pub struct AdvertisedBroker {
 /// (this broker always, so a client never loses the broker it talks to),
 /// and the Raft leader when it is one of them (else this broker: admin
 /// requests sent to the controller id must reach a live broker).
+///
+/// `borrow()` takes the watch channel's read lock for the copy below: off
+/// the data path, as only Metadata and DescribeCluster call this (clients
+/// ask at start, on errors and every few minutes), never produce or fetch;
+/// the controller thread writes it only when the leader or a broker changes.
 pub fn advertised_brokers(settings: &BrokerSettings, listener: &str) -> (Vec<AdvertisedBroker>, i32) {
     let (host, port) = crate::server::listeners::advertised_for(settings, listener);
     let me = AdvertisedBroker { node_id: settings.node_id, host: host.to_string(), port };

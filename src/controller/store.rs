@@ -109,23 +109,30 @@ impl LogInner {
             Err(e) => return Err(e),
         }
         // Rewritten at once: a torn line must not stay ahead of new appends.
-        let mut inner = Self { dir: dir.to_path_buf(), purged: header.purged, entries, file: File::open(dir)? };
-        inner.rewrite()?;
-        Ok(inner)
+        let file = Self::write_whole(dir, header.purged, &entries)?;
+        Ok(Self { dir: dir.to_path_buf(), purged: header.purged, entries, file })
     }
 
     /// Writes the whole log anew and reopens it for appends.
     fn rewrite(&mut self) -> std::io::Result<()> {
-        let mut text = serde_json::to_string(&LogHeader { purged: self.purged })?;
+        self.file = Self::write_whole(&self.dir, self.purged, &self.entries)?;
+        Ok(())
+    }
+
+    fn write_whole(
+        dir: &Path,
+        purged: Option<LogId<NodeId>>,
+        entries: &BTreeMap<u64, Entry<TypeConfig>>,
+    ) -> std::io::Result<File> {
+        let mut text = serde_json::to_string(&LogHeader { purged })?;
         text.push('\n');
-        for e in self.entries.values() {
+        for e in entries.values() {
             text.push_str(&serde_json::to_string(e)?);
             text.push('\n');
         }
-        let path = Self::log_path(&self.dir);
+        let path = Self::log_path(dir);
         replace_file(&path, text.as_bytes())?;
-        self.file = OpenOptions::new().append(true).open(&path)?;
-        Ok(())
+        OpenOptions::new().append(true).open(&path)
     }
 
     fn append(&mut self, entries: Vec<Entry<TypeConfig>>) -> std::io::Result<()> {
@@ -144,6 +151,11 @@ impl LogInner {
 }
 
 /// The Raft log: appends are durable before openraft hears of them.
+///
+/// A lock, off the data path: openraft reads the log through a clone of
+/// this store (`LogReader`) from its replication tasks while its core
+/// appends; all of it on the controller thread, never on a shard, and no
+/// guard is held across an await.
 #[derive(Clone)]
 pub struct LogStore {
     inner: Arc<Mutex<LogInner>>,
