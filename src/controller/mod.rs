@@ -37,7 +37,10 @@ use openraft::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::shard::BrokerSettings;
+use crate::{
+    protocol::errors,
+    shard::{topics::TopicId, BrokerSettings},
+};
 
 openraft::declare_raft_types!(
     /// The controller's Raft types: log entries carry a [`Command`].
@@ -56,6 +59,37 @@ pub enum Command {
     RegisterBroker(BrokerInfo),
     /// The leader stopped hearing from this broker.
     FenceBroker(i32),
+    /// New topics, each partition with the broker that leads it; a name
+    /// already taken keeps its first topic.
+    CreateTopics(Vec<ClusterTopic>),
+    DeleteTopics(Vec<String>),
+}
+
+/// A topic as the quorum holds it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct ClusterTopic {
+    pub name: String,
+    pub id: TopicId,
+    /// The broker leading each partition, by partition number.
+    pub leaders: Vec<i32>,
+    pub configs: BTreeMap<String, String>,
+}
+
+/// A topic a broker asks the leader to create, checked by that broker.
+#[derive(Serialize, Deserialize, Clone, Debug)]
+pub struct TopicSpec {
+    pub name: String,
+    pub partitions: i32,
+    pub configs: BTreeMap<String, String>,
+}
+
+/// The leader's answer for one topic of a CreateTopics or DeleteTopics.
+#[derive(Serialize, Deserialize, Clone, Debug)]
+pub struct TopicResult {
+    pub name: String,
+    pub error: i16,
+    pub message: Option<String>,
+    pub id: [u8; 16],
 }
 
 /// One of a broker's listeners, as clients should reach it.
@@ -82,13 +116,48 @@ pub struct BrokerEntry {
 #[derive(Serialize, Deserialize, Clone, Debug, Default)]
 pub struct ClusterState {
     pub brokers: BTreeMap<i32, BrokerEntry>,
+    #[serde(default)]
+    pub topics: BTreeMap<String, ClusterTopic>,
 }
 
-/// What the shards see: the applied brokers and the current Raft leader.
+/// What the shards see: the applied brokers and topics, the index of the
+/// last log entry applied, and the current Raft leader.
 #[derive(Clone, Debug, Default)]
 pub struct ClusterView {
     pub leader: Option<i32>,
     pub brokers: BTreeMap<i32, BrokerEntry>,
+    pub topics: BTreeMap<String, ClusterTopic>,
+    pub applied: u64,
+}
+
+impl ClusterView {
+    /// The unfenced broker `node_id`, if it is one.
+    pub fn live(&self, node_id: i32) -> Option<&BrokerInfo> {
+        self.brokers.get(&node_id).filter(|b| !b.fenced).map(|b| &b.info)
+    }
+}
+
+/// A shard's question to the quorum, with where the answer goes.
+type Ask = (BrokerRequest, tokio::sync::oneshot::Sender<BrokerAnswer>);
+
+/// What the shards hold of the quorum: its published view and a way to ask
+/// the leader for topic changes. The channels are tokio's, which need no
+/// tokio runtime on the shard's side.
+#[derive(Clone, Debug)]
+pub struct ClusterLink {
+    pub view: ClusterWatch,
+    asks: tokio::sync::mpsc::UnboundedSender<Ask>,
+}
+
+impl ClusterLink {
+    /// Sends `request` to the leader through this broker's quorum member.
+    pub(crate) async fn ask(&self, request: BrokerRequest) -> BrokerAnswer {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if self.asks.send((request, tx)).is_err() {
+            return BrokerAnswer::Failed("the controller has stopped".into());
+        }
+        rx.await.unwrap_or_else(|_| BrokerAnswer::Failed("the controller has stopped".into()))
+    }
 }
 
 /// The shards' side of the published view.
@@ -96,12 +165,14 @@ pub type ClusterWatch = tokio::sync::watch::Receiver<ClusterView>;
 type Published = Arc<tokio::sync::watch::Sender<ClusterView>>;
 
 /// A broker's request to the controller leader.
-#[derive(Serialize, Deserialize, Debug)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
 pub(crate) enum BrokerRequest {
     Heartbeat(BrokerInfo),
     /// A clean shutdown (Kafka's controlled shutdown): fence this broker
     /// now rather than after its session times out.
     Leaving(i32),
+    CreateTopics(Vec<TopicSpec>),
+    DeleteTopics(Vec<String>),
 }
 
 #[derive(Serialize, Deserialize, Debug)]
@@ -111,6 +182,12 @@ pub(crate) enum BrokerAnswer {
     /// heartbeat loop sees the leader in openraft's metrics.
     NotLeader,
     Failed(String),
+    /// A topic change: one result per topic, and the log index that holds
+    /// it (0 when nothing was written).
+    Topics {
+        index: u64,
+        results: Vec<TopicResult>,
+    },
 }
 
 /// `--controller-quorum 1@host:port,2@host:port,...`: the voters and their
@@ -153,7 +230,7 @@ pub struct ControllerSettings {
 
 /// What `serve` keeps of its quorum member.
 pub struct ControllerHandle {
-    pub view: ClusterWatch,
+    pub link: ClusterLink,
     left: std::sync::mpsc::Receiver<()>,
 }
 
@@ -200,12 +277,13 @@ impl Controller {
 
     /// Appends `command` to the quorum's log, waiting at most `WRITE_LIMIT`
     /// (a leader without a quorum would wait until it had one again).
-    async fn write(&self, command: Command) -> BrokerAnswer {
+    /// Returns the entry's log index once it is applied here.
+    async fn write(&self, command: Command) -> Result<u64, BrokerAnswer> {
         match tokio::time::timeout(WRITE_LIMIT, self.raft.client_write(command)).await {
-            Ok(Ok(_)) => BrokerAnswer::Ok,
-            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_)))) => BrokerAnswer::NotLeader,
-            Ok(Err(e)) => BrokerAnswer::Failed(e.to_string()),
-            Err(_) => BrokerAnswer::Failed(format!("no quorum acknowledged the write within {WRITE_LIMIT:?}")),
+            Ok(Ok(written)) => Ok(written.log_id.index),
+            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_)))) => Err(BrokerAnswer::NotLeader),
+            Ok(Err(e)) => Err(BrokerAnswer::Failed(e.to_string())),
+            Err(_) => Err(BrokerAnswer::Failed(format!("no quorum acknowledged the write within {WRITE_LIMIT:?}"))),
         }
     }
 
@@ -228,8 +306,101 @@ impl Controller {
                 log::info!("controller: broker {id} is shutting down; fencing it");
                 Command::FenceBroker(id)
             }
+            BrokerRequest::CreateTopics(specs) => return self.create_topics(specs).await,
+            BrokerRequest::DeleteTopics(names) => return self.delete_topics(names).await,
         };
-        self.write(command).await
+        self.write(command).await.map_or_else(|answer| answer, |_| BrokerAnswer::Ok)
+    }
+
+    /// On the leader: places each new topic's partitions on the live
+    /// brokers and writes them to the log in one entry.
+    async fn create_topics(&self, specs: Vec<TopicSpec>) -> BrokerAnswer {
+        let (live, existing): (Vec<i32>, Vec<String>) = {
+            let view = self.published.borrow();
+            let live = view.brokers.iter().filter(|(_, b)| !b.fenced).map(|(id, _)| *id).collect();
+            (live, view.topics.keys().cloned().collect())
+        };
+        let mut results = Vec::with_capacity(specs.len());
+        let mut new: Vec<ClusterTopic> = Vec::new();
+        for spec in specs {
+            let mut r = TopicResult { name: spec.name.clone(), error: errors::NONE, message: None, id: [0; 16] };
+            if existing.contains(&spec.name) || new.iter().any(|t| t.name == spec.name) {
+                r.error = errors::TOPIC_ALREADY_EXISTS;
+                r.message = Some(format!("topic {} already exists", spec.name));
+            } else if live.is_empty() {
+                r.error = errors::INVALID_REPLICATION_FACTOR;
+                r.message = Some(format!("topic {}: no live broker to lead its partitions", spec.name));
+            } else {
+                let topic = ClusterTopic {
+                    leaders: place(&spec.name, spec.partitions, &live),
+                    name: spec.name,
+                    id: crate::shard::topics::new_topic_id(),
+                    configs: spec.configs,
+                };
+                r.id = topic.id.0;
+                new.push(topic);
+            }
+            results.push(r);
+        }
+        if new.is_empty() {
+            return BrokerAnswer::Topics { index: 0, results };
+        }
+        let index = match self.write(Command::CreateTopics(new)).await {
+            Ok(index) => index,
+            Err(answer) => return answer,
+        };
+        // Two brokers' requests for one name can both pass the check above;
+        // the log keeps the first, and the second is told so.
+        let view = self.published.borrow();
+        for r in results.iter_mut().filter(|r| r.error == errors::NONE) {
+            if view.topics.get(&r.name).is_none_or(|t| t.id.0 != r.id) {
+                r.error = errors::TOPIC_ALREADY_EXISTS;
+                r.message = Some(format!("topic {} already exists", r.name));
+            }
+        }
+        BrokerAnswer::Topics { index, results }
+    }
+
+    /// On the leader: removes topics from the log; every broker then drops
+    /// the partitions it had of them.
+    async fn delete_topics(&self, names: Vec<String>) -> BrokerAnswer {
+        let view = self.published.borrow().topics.clone();
+        let mut results = Vec::with_capacity(names.len());
+        let mut gone = Vec::new();
+        for name in names {
+            let mut r = TopicResult { name: name.clone(), error: errors::NONE, message: None, id: [0; 16] };
+            match view.get(&name) {
+                Some(t) => {
+                    r.id = t.id.0;
+                    gone.push(name);
+                }
+                None => {
+                    r.error = errors::UNKNOWN_TOPIC_OR_PARTITION;
+                    r.message = Some(format!("topic {name} does not exist"));
+                }
+            }
+            results.push(r);
+        }
+        if gone.is_empty() {
+            return BrokerAnswer::Topics { index: 0, results };
+        }
+        match self.write(Command::DeleteTopics(gone)).await {
+            Ok(index) => BrokerAnswer::Topics { index, results },
+            Err(answer) => answer,
+        }
+    }
+
+    /// Answers the shards' questions (`ClusterLink::ask`), each on a task
+    /// of its own so a slow write holds up no other.
+    async fn answer_shards(self: Arc<Self>, mut asks: tokio::sync::mpsc::UnboundedReceiver<Ask>) {
+        while let Some((request, reply)) = asks.recv().await {
+            let this = self.clone();
+            tokio::spawn(async move {
+                let mut peers = HashMap::new();
+                let answer = this.to_leader(&mut peers, request, WRITE_LIMIT + Duration::from_secs(1)).await;
+                let _ = reply.send(answer);
+            });
+        }
     }
 
     /// Sends `request` to whichever member leads (this one included).
@@ -258,7 +429,7 @@ impl Controller {
         while !self.leaving.load(Ordering::Acquire) {
             let answer = self.to_leader(&mut peers, BrokerRequest::Heartbeat(info.clone()), every).await;
             match answer {
-                BrokerAnswer::Ok => last_error.clear(),
+                BrokerAnswer::Ok | BrokerAnswer::Topics { .. } => last_error.clear(),
                 BrokerAnswer::NotLeader => {}
                 BrokerAnswer::Failed(e) if e != last_error => {
                     log::warn!("controller: heartbeat of broker {} failed: {e}", info.node_id);
@@ -319,7 +490,7 @@ impl Controller {
             };
             for id in expired {
                 log::warn!("controller: fencing broker {id}: no heartbeat for {:?}", self.session_timeout);
-                if let BrokerAnswer::Failed(e) = self.write(Command::FenceBroker(id)).await {
+                if let Err(BrokerAnswer::Failed(e)) = self.write(Command::FenceBroker(id)).await {
                     log::warn!("controller: could not fence broker {id}: {e}");
                 }
             }
@@ -342,6 +513,13 @@ impl Controller {
             }
         }
     }
+}
+
+/// Leaders for a new topic's partitions: round-robin over the live brokers,
+/// starting at one picked from the name so small topics spread out.
+fn place(topic: &str, partitions: i32, live: &[i32]) -> Vec<i32> {
+    let start = topic.bytes().fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(b as usize));
+    (0..partitions.max(0) as usize).map(|p| live[(start + p) % live.len()]).collect()
 }
 
 /// The longest a silent broker stays unfenced past its session.
@@ -372,6 +550,7 @@ pub fn start(settings: ControllerSettings) -> Result<ControllerHandle, String> {
     let published: Published = Arc::new(tx);
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), String>>();
     let (left_tx, left) = std::sync::mpsc::channel();
+    let (asks, asked) = tokio::sync::mpsc::unbounded_channel();
     std::thread::Builder::new()
         .name("controller".into())
         .spawn(move || {
@@ -396,12 +575,13 @@ pub fn start(settings: ControllerSettings) -> Result<ControllerHandle, String> {
                 tokio::spawn(controller.clone().fence_expired());
                 tokio::spawn(controller.clone().heartbeats(settings.broker.clone(), settings.heartbeat_every));
                 tokio::spawn(controller.clone().leave_at_stop(settings.stop.clone(), left_tx));
+                tokio::spawn(controller.clone().answer_shards(asked));
                 network::serve(listener, controller).await;
             });
         })
         .map_err(|e| format!("cannot start the controller thread: {e}"))?;
     match ready_rx.recv() {
-        Ok(Ok(())) => Ok(ControllerHandle { view: rx, left }),
+        Ok(Ok(())) => Ok(ControllerHandle { link: ClusterLink { view: rx, asks }, left }),
         Ok(Err(e)) => Err(e),
         Err(_) => Err("the controller thread ended while starting".into()),
     }
@@ -480,7 +660,7 @@ pub fn advertised_brokers(settings: &BrokerSettings, listener: &str) -> (Vec<Adv
     let Some(cluster) = &settings.cluster else {
         return (vec![me], settings.node_id);
     };
-    let view = cluster.borrow();
+    let view = cluster.view.borrow();
     let mut brokers: Vec<AdvertisedBroker> = view
         .brokers
         .values()
@@ -494,6 +674,16 @@ pub fn advertised_brokers(settings: &BrokerSettings, listener: &str) -> (Vec<Adv
     brokers.sort_by_key(|b| b.node_id);
     let controller = view.leader.filter(|l| brokers.iter().any(|b| b.node_id == *l)).unwrap_or(settings.node_id);
     (brokers, controller)
+}
+
+/// Where a client on `listener` reaches the broker `node_id`, while the
+/// quorum has it unfenced. Like `advertised_brokers`, off the data path
+/// (FindCoordinator only).
+pub fn broker_address(settings: &BrokerSettings, listener: &str, node_id: i32) -> Option<(String, i32)> {
+    let view = settings.cluster.as_ref()?.view.borrow();
+    let info = view.live(node_id)?;
+    let l = info.listeners.iter().find(|l| l.name == listener).or(info.listeners.first())?;
+    Some((l.host.clone(), l.port))
 }
 
 #[cfg(test)]

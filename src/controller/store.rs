@@ -298,8 +298,13 @@ impl StateMachine {
     }
 
     fn publish(&self) {
-        let brokers = self.applied.state.brokers.clone();
-        self.published.send_modify(|v| v.brokers = brokers);
+        let (brokers, topics) = (self.applied.state.brokers.clone(), self.applied.state.topics.clone());
+        let applied = self.applied.last.map_or(0, |l| l.index);
+        self.published.send_modify(|v| {
+            v.brokers = brokers;
+            v.topics = topics;
+            v.applied = applied;
+        });
     }
 
     /// `snapshot.json`'s bytes and the snapshot openraft is handed.
@@ -416,6 +421,16 @@ impl ClusterState {
             Command::FenceBroker(id) => {
                 if let Some(b) = self.brokers.get_mut(&id) {
                     b.fenced = true;
+                }
+            }
+            Command::CreateTopics(topics) => {
+                for t in topics {
+                    self.topics.entry(t.name.clone()).or_insert(t);
+                }
+            }
+            Command::DeleteTopics(names) => {
+                for name in names {
+                    self.topics.remove(&name);
                 }
             }
         }

@@ -9,7 +9,9 @@ pub const NONE: ErrorCode = 0;
 pub const OFFSET_OUT_OF_RANGE: ErrorCode = 1;
 pub const CORRUPT_MESSAGE: ErrorCode = 2;
 pub const UNKNOWN_TOPIC_OR_PARTITION: ErrorCode = 3;
+pub const LEADER_NOT_AVAILABLE: ErrorCode = 5;
 pub const NOT_LEADER_OR_FOLLOWER: ErrorCode = 6;
+pub const REQUEST_TIMED_OUT: ErrorCode = 7;
 pub const MESSAGE_TOO_LARGE: ErrorCode = 10;
 pub const OFFSET_METADATA_TOO_LARGE: ErrorCode = 12;
 pub const COORDINATOR_LOAD_IN_PROGRESS: ErrorCode = 14;
@@ -78,7 +80,9 @@ mod tests {
             (OFFSET_OUT_OF_RANGE, E::OffsetOutOfRange),
             (CORRUPT_MESSAGE, E::CorruptMessage),
             (UNKNOWN_TOPIC_OR_PARTITION, E::UnknownTopicOrPartition),
+            (LEADER_NOT_AVAILABLE, E::LeaderNotAvailable),
             (NOT_LEADER_OR_FOLLOWER, E::NotLeaderOrFollower),
+            (REQUEST_TIMED_OUT, E::RequestTimedOut),
             (MESSAGE_TOO_LARGE, E::MessageTooLarge),
             (OFFSET_METADATA_TOO_LARGE, E::OffsetMetadataTooLarge),
             (COORDINATOR_LOAD_IN_PROGRESS, E::CoordinatorLoadInProgress),

@@ -111,6 +111,29 @@ fn start_controller(
     Ok(Some(handle))
 }
 
+/// In a quorum: marks the table as this node's and has the voters lead
+/// the internal topics' partitions in turn (`cluster_topics`), so every
+/// broker sends a group or transactional id to the same coordinator.
+fn lead_internal_topics(config: &ServeConfig, table: &mut TopicTable) -> Result<(), String> {
+    let Some(quorum) = &config.controller_quorum else {
+        return Ok(());
+    };
+    let voters: Vec<i32> = crate::controller::parse_quorum(quorum)
+        .map_err(|e| format!("--controller-quorum: {e}"))?
+        .keys()
+        .map(|&id| id as i32)
+        .collect();
+    table.node_id = Some(config.node_id);
+    for name in [crate::groups::OFFSETS_TOPIC, TXN_TOPIC] {
+        if let Some(meta) = table.topics.get_mut(name) {
+            meta.leaders = crate::shard::cluster_topics::internal_leaders(&voters, meta.partitions());
+        }
+    }
+    table
+        .save(&config.data_dir)
+        .map_err(|e| format!("cannot persist topic metadata in {}: {e}", config.data_dir.display()))
+}
+
 /// Runs the broker until SIGINT or SIGTERM. Returns once every shard has
 /// closed its partitions.
 pub fn serve(config: ServeConfig) -> Result<(), String> {
@@ -141,6 +164,7 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
             cpus.len(),
         )?;
     }
+    lead_internal_topics(&config, &mut table)?;
     let (nofile, memory) = resource_limits(&config, &table, cpus.len())?;
     let maintenance_every = Duration::from_millis(config.log_maintenance_interval_ms.max(10));
     let disk_reads_per_shard = disk_reads_per_shard(&config, cpus.len())?;
@@ -185,7 +209,7 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
         authorizer,
         sasl_mechanisms: config.sasl.enabled()?,
         credentials_at_start: Arc::new(crate::security::credentials::Credentials::load(&config.data_dir)?),
-        cluster: controller.as_ref().map(|c| c.view.clone()),
+        cluster: controller.as_ref().map(|c| c.link.clone()),
     });
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, stop.clone()).map_err(|e| format!("cannot handle signal {signal}: {e}"))?;
@@ -477,6 +501,9 @@ async fn run_shard(start: ShardStart, extras: ShardExtras) -> Result<(), String>
     crate::shard::txn_glue::load_txns(&shard).await;
     crate::shard::txn_glue::spawn_txn_timeouts(&shard);
     crate::shard::maintenance::spawn_log_maintenance(&shard, maintenance_every);
+    if let (Some(link), crate::shard::router::CONTROLLER) = (&shard.settings.cluster, shard.id) {
+        glommio::spawn_local(shard.clone().follow_cluster(link.clone())).detach();
+    }
     if let Some(listener) = metrics {
         let listener = into_glommio(listener).map_err(|e| format!("metrics listener: {e}"))?;
         glommio::spawn_local(crate::metrics::http::serve(shard.clone(), listener)).detach();

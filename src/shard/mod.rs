@@ -16,6 +16,7 @@ pub mod topic_configs;
 pub mod topic_errors;
 pub mod topics;
 
+pub mod cluster_topics;
 pub mod group_glue;
 pub mod journal_glue;
 pub mod maintenance;
@@ -92,7 +93,7 @@ pub struct BrokerSettings {
     pub credentials_at_start: Arc<crate::security::credentials::Credentials>,
     /// The metadata quorum's view of the cluster (`controller`); None when
     /// the broker runs alone.
-    pub cluster: Option<crate::controller::ClusterWatch>,
+    pub cluster: Option<crate::controller::ClusterLink>,
 }
 
 /// A shard's partitions by topic name, then index. Looked up by `&str`, so

@@ -1,17 +1,32 @@
 //! The one place that knows which shard owns a partition.
 
+use crate::protocol::errors::{self, ErrorCode};
 use crate::shard::{topics::TopicTable, ShardId};
 
 /// The shard that coordinates topic creation and deletion.
 pub const CONTROLLER: ShardId = 0;
 
-/// The owner of `topic`/`partition`, if the topic and partition exist. The
+/// The owner of `topic`/`partition`, if the topic and partition exist and
+/// this broker leads it (in a metadata quorum another broker may). The
 /// assignment is persisted with the topic; if the broker now runs fewer
 /// shards than when it was made, it folds onto the shards that exist.
 pub fn owner(table: &TopicTable, topic: &str, partition: i32, shards: usize) -> Option<ShardId> {
     let meta = table.topics.get(topic)?;
     let assigned = *meta.shards.get(usize::try_from(partition).ok()?)?;
+    if table.led_elsewhere(meta, partition).is_some() {
+        return None;
+    }
     Some(assigned % shards.max(1))
+}
+
+/// Why `topic`/`partition` has no owner here: NOT_LEADER_OR_FOLLOWER when
+/// another broker of the quorum leads it (the client refreshes its
+/// metadata and goes there), else UNKNOWN_TOPIC_OR_PARTITION.
+pub fn no_owner_error(table: &TopicTable, topic: &str, partition: i32) -> ErrorCode {
+    match table.topics.get(topic) {
+        Some(meta) if table.led_elsewhere(meta, partition).is_some() => errors::NOT_LEADER_OR_FOLLOWER,
+        _ => errors::UNKNOWN_TOPIC_OR_PARTITION,
+    }
 }
 
 /// Spreads a new topic's partitions round-robin over the shards, starting at
@@ -39,6 +54,7 @@ mod tests {
                 shards: a.clone(),
                 configs: Default::default(),
                 internal: false,
+                leaders: Vec::new(),
             },
         );
         for p in 0..6 {

@@ -51,6 +51,9 @@ impl Shard {
         requested: Vec<NewTopic>,
         validate_only: bool,
     ) -> Vec<TopicOutcome> {
+        if let Some(link) = &self.settings.cluster {
+            return self.create_cluster_topics(link, requested, validate_only).await;
+        }
         let this = self.clone();
         self.change_topics(requested, |table, t| this.create_one(table, t, validate_only)).await
     }
@@ -66,13 +69,14 @@ impl Shard {
             shards: router::assign(&t.name, partitions, self.count),
             configs,
             internal: false,
+            leaders: Vec::new(),
         };
         outcome.id = meta.id_bytes();
         table.topics.insert(t.name.as_str().into(), meta);
         (outcome, true)
     }
 
-    fn check_new_topic(
+    pub(super) fn check_new_topic(
         &self,
         table: &TopicTable,
         t: &NewTopic,
@@ -93,7 +97,10 @@ impl Shard {
         if !(t.replication_factor == -1 || t.replication_factor == 1) {
             return Err(Refusal::new(
                 errors::INVALID_REPLICATION_FACTOR,
-                format!("replication factor {} > 1 needs more brokers; this cluster has 1", t.replication_factor),
+                format!(
+                    "replication factor {}: partitions are not replicated yet, so it must be 1",
+                    t.replication_factor
+                ),
             ));
         }
         topics::log_config(configs)?;
@@ -129,6 +136,11 @@ impl Shard {
         let this = self.clone();
         self.change_topics(requested, |table, t| {
             let mut outcome = outcome_for(&t.name, t.count);
+            if let Some(refusal) = quorum_refusal(table, &t.name, "its partitions") {
+                outcome.error = refusal.code;
+                outcome.message = Some(refusal.message);
+                return (outcome, false);
+            }
             let grows_by = table.topics.get(t.name.as_str()).map_or(0, |m| t.count - m.partitions());
             let check = check_new_partitions(table, &t).and_then(|()| this.room_for(table, grows_by));
             let Some(()) = settle(&mut outcome, check, validate_only) else { return (outcome, false) };
@@ -152,6 +164,11 @@ impl Shard {
     ) -> Vec<TopicOutcome> {
         self.change_topics(changes, |table, change| {
             let mut outcome = outcome_for(&change.topic, 0);
+            if let Some(refusal) = quorum_refusal(table, &change.topic, "its configs") {
+                outcome.error = refusal.code;
+                outcome.message = Some(refusal.message);
+                return (outcome, false);
+            }
             let Some(configs) = settle(&mut outcome, changed_configs(table, &change), validate_only) else {
                 return (outcome, false);
             };
@@ -165,6 +182,9 @@ impl Shard {
 
     /// Controller only: removes topics, then their partitions' files.
     pub(super) async fn delete_topics(self: &Rc<Self>, names: Vec<String>) -> Vec<TopicOutcome> {
+        if let Some(link) = &self.settings.cluster {
+            return self.delete_cluster_topics(link, names).await;
+        }
         let _permit = self.controller_permit.acquire_permit(1).await.expect("controller permit: never closed");
         let mut table = (*self.topics()).clone();
         let mut outcomes = Vec::new();
@@ -266,7 +286,7 @@ impl Shard {
 
     /// Persists the table, then has every shard apply it; returns the
     /// partitions that did not open.
-    async fn publish(self: &Rc<Self>, table: TopicTable) -> Result<Vec<OpenFailure>, String> {
+    pub(super) async fn publish(self: &Rc<Self>, table: TopicTable) -> Result<Vec<OpenFailure>, String> {
         let dir = self.settings.data_dir.clone();
         let to_save = table.clone();
         glommio::executor()
@@ -290,8 +310,21 @@ impl Shard {
     }
 }
 
+/// Why a change to `what` of a topic the quorum holds is refused: the log
+/// has no entry for it yet, and a change made here alone would be undone
+/// by the next one.
+fn quorum_refusal(table: &TopicTable, topic: &str, what: &str) -> Option<Refusal> {
+    let meta = table.topics.get(topic)?;
+    (!meta.leaders.is_empty() && !meta.internal).then(|| {
+        Refusal::new(
+            errors::INVALID_REQUEST,
+            format!("topic {topic} belongs to the controller quorum, which cannot change {what} yet"),
+        )
+    })
+}
+
 /// A topic's result before any check: no error.
-fn outcome_for(name: &str, partitions: i32) -> TopicOutcome {
+pub(super) fn outcome_for(name: &str, partitions: i32) -> TopicOutcome {
     TopicOutcome { name: name.to_string(), error: errors::NONE, message: None, id: [0; 16], partitions }
 }
 

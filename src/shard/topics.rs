@@ -20,6 +20,16 @@ pub struct TopicTable {
     /// takes its handle from here ([`TopicTable::handle`]) instead of
     /// building a `String` for each partition it sends to an owner shard.
     pub topics: BTreeMap<TopicHandle, TopicMeta>,
+    /// In a metadata quorum: this broker's node id, against which each
+    /// partition's leader is compared (`TopicMeta::leaders`). None alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_id: Option<i32>,
+    /// In a metadata quorum: the controller log index the topics were last
+    /// brought up to (`shard::cluster_topics`); a view of the log older
+    /// than this is not applied, so a restart replaying its log from an
+    /// old snapshot never removes a topic created since.
+    #[serde(default)]
+    pub cluster_index: u64,
 }
 
 /// A topic's name, shared by reference count: cloning it, sending it to
@@ -90,11 +100,20 @@ pub struct TopicMeta {
     pub configs: BTreeMap<String, String>,
     #[serde(default)]
     pub internal: bool,
+    /// In a metadata quorum: the broker leading each partition, by
+    /// partition number. Empty alone: every partition is led here.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub leaders: Vec<i32>,
 }
 
 impl TopicMeta {
     pub fn partitions(&self) -> i32 {
         self.shards.len() as i32
+    }
+
+    /// The broker leading `partition`, if the quorum assigned one.
+    pub fn leader(&self, partition: i32) -> Option<i32> {
+        usize::try_from(partition).ok().and_then(|p| self.leaders.get(p)).copied()
     }
 
     pub fn id_bytes(&self) -> [u8; 16] {
@@ -155,9 +174,18 @@ impl TopicTable {
         self.topics.get(topic).is_some_and(|m| (0..m.partitions()).contains(&partition))
     }
 
-    /// Partitions of every topic.
+    /// Partitions of every topic this broker hosts (in a quorum, those it
+    /// leads).
     pub fn partition_count(&self) -> u64 {
-        self.topics.values().map(|m| m.shards.len() as u64).sum()
+        let hosted = |m: &TopicMeta| (0..m.partitions()).filter(|&p| self.led_elsewhere(m, p).is_none()).count();
+        self.topics.values().map(|m| hosted(m) as u64).sum()
+    }
+
+    /// The other broker that leads `partition` of the topic `meta`, if one
+    /// does; None when it is led here (always, alone).
+    pub fn led_elsewhere(&self, meta: &TopicMeta, partition: i32) -> Option<i32> {
+        let me = self.node_id?;
+        meta.leader(partition).filter(|&l| l != me)
     }
 
     pub fn load(data_dir: &Path) -> Result<Self, String> {
@@ -299,6 +327,7 @@ pub fn ensure_internal_topic(
         shards: super::router::assign(name, partitions, shards),
         configs,
         internal: true,
+        leaders: Vec::new(),
     };
     table.topics.insert(name.into(), meta);
     table.save(data_dir).map_err(|e| format!("cannot persist topic metadata in {}: {e}", data_dir.display()))
@@ -359,7 +388,13 @@ mod tests {
         let mut t = TopicTable { version: FORMAT_VERSION, ..TopicTable::default() };
         t.topics.insert(
             "a".into(),
-            TopicMeta { id: new_topic_id(), shards: vec![0, 1, 0], configs: BTreeMap::new(), internal: false },
+            TopicMeta {
+                id: new_topic_id(),
+                shards: vec![0, 1, 0],
+                configs: BTreeMap::new(),
+                internal: false,
+                leaders: Vec::new(),
+            },
         );
         let text = toml::to_string(&t).unwrap();
         let back: TopicTable = toml::from_str(&text).unwrap();
@@ -371,7 +406,13 @@ mod tests {
     #[test]
     fn a_handle_is_the_tables_own_name_and_behaves_as_the_name() {
         let mut t = TopicTable::default();
-        let meta = TopicMeta { id: new_topic_id(), shards: vec![0], configs: BTreeMap::new(), internal: false };
+        let meta = TopicMeta {
+            id: new_topic_id(),
+            shards: vec![0],
+            configs: BTreeMap::new(),
+            internal: false,
+            leaders: Vec::new(),
+        };
         t.topics.insert("orders".into(), meta);
         let (key, _) = t.topics.get_key_value("orders").unwrap();
         let handle = t.handle("orders").expect("the topic exists");

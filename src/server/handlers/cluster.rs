@@ -64,8 +64,9 @@ pub async fn offset_for_leader_epoch(
             let mut e = EpochEndOffset::default();
             e.partition = p.partition;
             let owner = router::owner(&table, &name, p.partition, shard.count);
+            let no_owner = router::no_owner_error(&table, &name, p.partition);
             (e.error_code, e.leader_epoch, e.end_offset) = match handle.as_ref().zip(owner) {
-                None => (errors::UNKNOWN_TOPIC_OR_PARTITION, -1, -1),
+                None => (no_owner, -1, -1),
                 Some(_) if p.current_leader_epoch > LEADER_EPOCH => (errors::UNKNOWN_LEADER_EPOCH, -1, -1),
                 Some(_) if (0..LEADER_EPOCH).contains(&p.current_leader_epoch) => (errors::FENCED_LEADER_EPOCH, -1, -1),
                 // No epoch at or below the one asked for: Kafka's UNDEFINED answer.

@@ -24,12 +24,13 @@ pub async fn handle(shard: &Rc<Shard>, request: DeleteRecordsRequest) -> DeleteR
         let mut tasks = Vec::new();
         for p in topic.partitions {
             let owner = handle.clone().zip(router::owner(&table, name, p.partition_index, shard.count));
+            let no_owner = router::no_owner_error(&table, name, p.partition_index);
             let shard = shard.clone();
             tasks.push(glommio::spawn_local(async move {
                 let mut r = DeleteRecordsPartitionResult::default();
                 r.partition_index = p.partition_index;
                 (r.error_code, r.low_watermark) = match owner {
-                    None => (errors::UNKNOWN_TOPIC_OR_PARTITION, -1),
+                    None => (no_owner, -1),
                     // Only the broker trims its internal topics (compaction, expiry).
                     Some(_) if internal => (errors::INVALID_TOPIC_EXCEPTION, -1),
                     Some((topic, owner)) => {

@@ -266,7 +266,10 @@ async fn read_round(shard: &Rc<Shard>, items: &[ReadItem], max_bytes: usize, rea
     for (i, item) in items.iter().enumerate() {
         match router::owner(&table, &item.topic, item.partition, shard.count) {
             Some(owner) => by_owner.entry(owner).or_default().push(i),
-            None => outcomes[i] = ReadOutcome::empty(errors::UNKNOWN_TOPIC_OR_PARTITION, -1, -1),
+            None => {
+                let error = router::no_owner_error(&table, &item.topic, item.partition);
+                outcomes[i] = ReadOutcome::empty(error, -1, -1)
+            }
         }
     }
     let mut tasks = Vec::new();

@@ -23,7 +23,7 @@ use kafka_protocol::messages::{
     SyncGroupRequest, SyncGroupResponse, TopicName,
 };
 
-use crate::protocol::errors::{self, COORDINATOR_NOT_AVAILABLE, INVALID_GROUP_ID};
+use crate::protocol::errors::{self, ErrorCode, COORDINATOR_NOT_AVAILABLE, INVALID_GROUP_ID};
 use crate::{
     groups::{
         records, CommitOffsets, DeleteGroups, DeleteOffsets, DescribeGroups, FetchOffsets, FetchedOffset, Heartbeat,
@@ -45,8 +45,9 @@ async fn call<C: CrossShard>(shard: &Rc<Shard>, group: &str, call: C) -> Option<
     shard.ask(owner, call).await.ok()
 }
 
-/// The coordinator is this broker, at the address of the listener the
-/// client came in on.
+/// The coordinator is this broker, or in a quorum the broker leading the
+/// key's internal partition (`cluster_topics`), at the address of the
+/// listener the client came in on.
 pub fn find_coordinator(
     shard: &Shard,
     req: FindCoordinatorRequest,
@@ -59,48 +60,35 @@ pub fn find_coordinator(
     } else {
         vec![req.key.to_string()]
     };
-    let settings = &shard.settings;
-    let (host, port) = crate::server::listeners::advertised_for(settings, &session.listener);
     for key in keys {
         let mut c = CoordinatorOut::default();
         c.key = str_bytes(&key);
-        let available = match req.key_type {
-            1 => super::txn_route::coordinator_of(shard, &key).is_some(),
-            _ => coordinator_of(shard, &key).is_some(),
-        };
-        if req.key_type == 1 && key.is_empty() {
-            c.error_code = errors::INVALID_REQUEST;
-            c.error_message = Some(str_bytes("empty transactional id"));
-            c.node_id = (-1).into();
-            c.port = -1;
-        } else if req.key_type == 1 && !available {
-            c.error_code = COORDINATOR_NOT_AVAILABLE;
-            c.error_message = Some(str_bytes(&format!("{} is not available", crate::txn::TXN_TOPIC)));
-            c.node_id = (-1).into();
-            c.port = -1;
-        } else if req.key_type == 1 {
-            c.node_id = settings.node_id.into();
-            c.host = str_bytes(host);
-            c.port = port;
-        } else if req.key_type != 0 {
+        let found = match req.key_type {
+            1 if key.is_empty() => Err((errors::INVALID_REQUEST, Some("empty transactional id".to_string()))),
+            1 => {
+                let partition = crate::txn::partition_for(&key, shard.settings.txn.partitions);
+                coordinator_broker(shard, crate::txn::TXN_TOPIC, partition, &session.listener)
+            }
             // 2 is a share group's (KIP-932, v6); there are none here.
-            c.error_code = errors::INVALID_REQUEST;
-            c.error_message = Some(str_bytes(&format!("coordinator key type {} is not supported", req.key_type)));
-            c.node_id = (-1).into();
-            c.port = -1;
-        } else if key.is_empty() {
-            c.error_code = INVALID_GROUP_ID;
-            c.node_id = (-1).into();
-            c.port = -1;
-        } else if !available {
-            c.error_code = COORDINATOR_NOT_AVAILABLE;
-            c.error_message = Some(str_bytes(&format!("{OFFSETS_TOPIC} is not available")));
-            c.node_id = (-1).into();
-            c.port = -1;
-        } else {
-            c.node_id = settings.node_id.into();
-            c.host = str_bytes(host);
-            c.port = port;
+            0 if key.is_empty() => Err((INVALID_GROUP_ID, None)),
+            0 => {
+                let partition = records::partition_for(&key, shard.settings.groups.offsets_partitions);
+                coordinator_broker(shard, OFFSETS_TOPIC, partition, &session.listener)
+            }
+            other => Err((errors::INVALID_REQUEST, Some(format!("coordinator key type {other} is not supported")))),
+        };
+        match found {
+            Ok((node, host, port)) => {
+                c.node_id = node.into();
+                c.host = str_bytes(&host);
+                c.port = port;
+            }
+            Err((code, message)) => {
+                c.error_code = code;
+                c.error_message = message.as_deref().map(str_bytes);
+                c.node_id = (-1).into();
+                c.port = -1;
+            }
         }
         resp.coordinators.push(c);
     }
@@ -113,6 +101,31 @@ pub fn find_coordinator(
         resp.port = c.port;
     }
     resp
+}
+
+/// The broker coordinating the keys of `topic`'s `partition`, at the
+/// address of `listener`: this broker when it leads the partition, else
+/// (in a quorum) the broker that does, while the quorum has it unfenced.
+/// COORDINATOR_NOT_AVAILABLE (retriable) naming the topic otherwise.
+fn coordinator_broker(
+    shard: &Shard,
+    topic: &str,
+    partition: i32,
+    listener: &str,
+) -> Result<(i32, String, i32), (ErrorCode, Option<String>)> {
+    let table = shard.topics();
+    let unavailable = || (COORDINATOR_NOT_AVAILABLE, Some(format!("{topic}-{partition} is not available")));
+    let meta = table.topics.get(topic).ok_or_else(unavailable)?;
+    match table.led_elsewhere(meta, partition) {
+        None => {
+            router::owner(&table, topic, partition, shard.count).ok_or_else(unavailable)?;
+            let (host, port) = crate::server::listeners::advertised_for(&shard.settings, listener);
+            Ok((shard.settings.node_id, host.to_string(), port))
+        }
+        Some(node) => crate::controller::broker_address(&shard.settings, listener, node)
+            .map(|(host, port)| (node, host, port))
+            .ok_or_else(unavailable),
+    }
 }
 
 pub async fn join(

@@ -29,6 +29,7 @@ pub async fn handle(shard: &Rc<Shard>, request: ListOffsetsRequest, version: i16
         let mut tasks = Vec::new();
         for p in topic.partitions {
             let owner = router::owner(&table, &topic.name.0, p.partition_index, shard.count);
+            let no_owner = router::no_owner_error(&table, &topic.name.0, p.partition_index);
             let (shard, owner) = (shard.clone(), handle.clone().zip(owner));
             tasks.push(glommio::spawn_local(async move {
                 let mut r = ListOffsetsPartitionResponse::default();
@@ -39,7 +40,7 @@ pub async fn handle(shard: &Rc<Shard>, request: ListOffsetsRequest, version: i16
                     r.leader_epoch = 0;
                 }
                 let Some((name, owner)) = owner else {
-                    r.error_code = errors::UNKNOWN_TOPIC_OR_PARTITION;
+                    r.error_code = no_owner;
                     r.offset = -1;
                     r.timestamp = -1;
                     return r;

@@ -1,7 +1,8 @@
 //! Metadata, versions 0–12. The brokers are this one alone, or those the
-//! metadata quorum knows alive (`controller`); every partition is still led
-//! by the broker asked (partitions are not replicated yet). Missing topics
-//! are created when auto-creation is on and the client allows it.
+//! metadata quorum knows alive (`controller`); each partition is led by
+//! this broker alone, or in a quorum by the broker the quorum placed it on
+//! (partitions are not replicated yet). Missing topics are created when
+//! auto-creation is on and the client allows it.
 
 use std::rc::Rc;
 
@@ -14,7 +15,11 @@ use crate::protocol::errors;
 use crate::{controller::advertised_brokers, security::Session};
 use crate::{
     server::handlers::{create_topics::create, str_bytes},
-    shard::{messages::NewTopic, topics::validate_topic_name, Shard},
+    shard::{
+        messages::NewTopic,
+        topics::{validate_topic_name, TopicMeta},
+        Shard,
+    },
 };
 
 /// Brokers are advertised at the address of the listener the client came
@@ -41,6 +46,7 @@ pub async fn handle(shard: &Rc<Shard>, request: MetadataRequest, version: i16, s
     let names: Vec<String> = wanted.unwrap_or_else(|| table.topics.keys().map(|n| n.to_string()).collect());
     let mut response = MetadataResponse::default();
     let (brokers, controller) = advertised_brokers(&shard.settings, &session.listener);
+    let live: Vec<i32> = brokers.iter().map(|b| b.node_id).collect();
     for b in brokers {
         let mut broker = MetadataResponseBroker::default();
         broker.node_id = b.node_id.into();
@@ -61,7 +67,7 @@ pub async fn handle(shard: &Rc<Shard>, request: MetadataRequest, version: i16, s
             Some(meta) => {
                 topic.topic_id = uuid::Uuid::from_bytes(meta.id_bytes());
                 topic.is_internal = meta.internal;
-                topic.partitions = (0..meta.partitions()).map(|p| partition(shard, p)).collect();
+                topic.partitions = (0..meta.partitions()).map(|p| partition(shard, meta, p, &live)).collect();
             }
         }
         response.topics.push(topic);
@@ -69,13 +75,22 @@ pub async fn handle(shard: &Rc<Shard>, request: MetadataRequest, version: i16, s
     response
 }
 
-fn partition(shard: &Shard, index: i32) -> MetadataResponsePartition {
-    let node = shard.settings.node_id.into();
+/// A partition's one replica is its leader: this broker alone, or the one
+/// the quorum placed it on. A leader the quorum has fenced is not
+/// available (the client waits and asks again), as Kafka says of an
+/// offline partition.
+fn partition(shard: &Shard, meta: &TopicMeta, index: i32, live: &[i32]) -> MetadataResponsePartition {
+    let leader = meta.leader(index).unwrap_or(shard.settings.node_id);
     let mut p = MetadataResponsePartition::default();
     p.partition_index = index;
-    p.leader_id = node;
     p.leader_epoch = 0;
-    p.replica_nodes = vec![node];
-    p.isr_nodes = vec![node];
+    p.replica_nodes = vec![leader.into()];
+    if live.contains(&leader) {
+        p.leader_id = leader.into();
+        p.isr_nodes = vec![leader.into()];
+    } else {
+        p.error_code = errors::LEADER_NOT_AVAILABLE;
+        p.leader_id = (-1).into();
+    }
     p
 }

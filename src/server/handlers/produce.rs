@@ -98,6 +98,8 @@ async fn respond(shard: &Rc<Shard>, request: ProduceRequest, critical: &mut Crit
             .is_some_and(|p| p.split(',').any(|s| s.trim() == "compact"));
         for p in topic.partition_data {
             let owner = router::owner(&table, &name, p.index, shard.count);
+            // Looked up only on the error path: the hot path asks nothing more.
+            let no_owner = if owner.is_none() { router::no_owner_error(&table, &name, p.index) } else { errors::NONE };
             let (shard, name, index, records) = (shard.clone(), name.clone(), p.index, p.records);
             let illegal = illegal.clone();
             tasks.push(glommio::spawn_local(async move {
@@ -110,7 +112,7 @@ async fn respond(shard: &Rc<Shard>, request: ProduceRequest, critical: &mut Crit
                         errors::INVALID_TOPIC_EXCEPTION,
                         Some(format!("cannot produce to internal topic {name}")),
                     ),
-                    (None, _) => failed(errors::UNKNOWN_TOPIC_OR_PARTITION, None),
+                    (None, _) => failed(no_owner, None),
                     (Some(_), None) => failed(errors::INVALID_RECORD, Some("no records".into())),
                     (Some(owner), Some(records)) => {
                         let mode = (acks == -1, compacted);

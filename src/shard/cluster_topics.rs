@@ -1,0 +1,239 @@
+//! Topics in a metadata quorum (`controller`): the quorum's log holds every
+//! topic and the broker leading each partition; each broker keeps its own
+//! topic table in step with the log and opens the partitions it leads.
+//!
+//! Topic changes go to the quorum's leader through this broker's member
+//! (`ClusterLink::ask`) and come back as log entries, applied by the
+//! controller shard (`follow_cluster`) like any local change: persisted,
+//! then published to every shard. Each shard's own copy of the table then
+//! says which partitions another broker leads (`TopicTable::led_elsewhere`),
+//! so produce and fetch learn NOT_LEADER_OR_FOLLOWER without a lock.
+//!
+//! The internal topics stay the broker's own: their partitions' leaders
+//! follow the quorum's voter list (`internal_leaders`), so every broker
+//! finds the same coordinator for a group or transactional id.
+
+use std::{collections::BTreeMap, rc::Rc, sync::Arc, time::Duration};
+
+use crate::{
+    controller::{BrokerAnswer, BrokerRequest, ClusterLink, ClusterTopic, TopicResult, TopicSpec},
+    protocol::errors,
+    shard::{
+        messages::{NewTopic, TopicOutcome},
+        router,
+        topic_admin::outcome_for,
+        topics::{TopicHandle, TopicMeta, TopicTable},
+        Shard,
+    },
+};
+
+/// How long a topic change waits for its log entry to reach this broker's
+/// table, and for a leader to be elected, before it answers.
+const SETTLE_LIMIT: Duration = Duration::from_secs(8);
+
+/// Leaders of an internal topic's partitions in a quorum: the voters in
+/// turn, a function of the voter list alone, which every broker has.
+pub fn internal_leaders(voters: &[i32], partitions: i32) -> Vec<i32> {
+    (0..partitions.max(0) as usize).map(|p| voters[p % voters.len()]).collect()
+}
+
+impl Shard {
+    /// Controller shard, in a quorum: brings the topic table up to every
+    /// view of the log the quorum publishes, until the quorum stops.
+    pub async fn follow_cluster(self: Rc<Self>, link: ClusterLink) {
+        let mut view = link.view.clone();
+        loop {
+            let (applied, topics) = {
+                let v = view.borrow_and_update();
+                (v.applied, v.topics.clone())
+            };
+            self.apply_cluster_topics(applied, topics).await;
+            if view.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// Makes the table's quorum topics those of the log at `applied`: new
+    /// topics added (their partitions opened where this broker leads),
+    /// deleted ones removed with their files. Topics the broker had before
+    /// it joined a quorum, and the internal ones, are left as they are.
+    async fn apply_cluster_topics(self: &Rc<Self>, applied: u64, topics: BTreeMap<String, ClusterTopic>) {
+        let _permit = self.controller_permit.acquire_permit(1).await.expect("controller permit: never closed");
+        let before = self.topics();
+        if applied <= before.cluster_index {
+            return;
+        }
+        let mut table = (*before).clone();
+        table.cluster_index = applied;
+        table
+            .topics
+            .retain(|name, meta| meta.internal || meta.leaders.is_empty() || topics.contains_key(name.as_str()));
+        for (name, topic) in topics {
+            let partitions = topic.leaders.len() as i32;
+            let same = table.topics.get(name.as_str()).is_some_and(|m| m.id == topic.id);
+            if !same {
+                if table.topics.contains_key(name.as_str()) {
+                    log::warn!("shard {}: topic {name} of the quorum replaces this broker's own topic", self.id);
+                }
+                let meta = TopicMeta {
+                    id: topic.id,
+                    shards: router::assign(&name, partitions, self.count),
+                    configs: topic.configs,
+                    internal: false,
+                    leaders: topic.leaders,
+                };
+                table.topics.insert(TopicHandle::from(name.as_str()), meta);
+            }
+        }
+        if table == *before {
+            return;
+        }
+        match self.publish(table).await {
+            Ok(failed) => {
+                for f in failed {
+                    log::error!(
+                        "shard {}: partition {}-{} could not be opened: {}",
+                        self.id,
+                        f.topic,
+                        f.partition,
+                        f.cause
+                    );
+                }
+            }
+            Err(e) => log::error!("shard {}: cannot apply the quorum's topics (log index {applied}): {e}", self.id),
+        }
+    }
+
+    /// Controller shard, in a quorum: checks new topics here, has the
+    /// leader place and log them, and answers once this broker's table
+    /// holds them.
+    pub(super) async fn create_cluster_topics(
+        self: &Rc<Self>,
+        link: &ClusterLink,
+        requested: Vec<NewTopic>,
+        validate_only: bool,
+    ) -> Vec<TopicOutcome> {
+        let table = self.topics();
+        let mut outcomes = Vec::with_capacity(requested.len());
+        let mut specs = Vec::new();
+        for t in requested {
+            let partitions = if t.partitions == -1 { self.settings.default_partitions } else { t.partitions };
+            let configs: BTreeMap<String, String> = t.configs.iter().cloned().collect();
+            let mut outcome = outcome_for(&t.name, partitions);
+            match self.check_new_topic(&table, &t, partitions, &configs) {
+                Err(refusal) => {
+                    outcome.error = refusal.code;
+                    outcome.message = Some(refusal.message);
+                }
+                Ok(()) if validate_only => {}
+                Ok(()) => specs.push(TopicSpec { name: t.name.clone(), partitions, configs }),
+            }
+            outcomes.push(outcome);
+        }
+        if specs.is_empty() {
+            return outcomes;
+        }
+        let answers = self.ask_quorum(link, BrokerRequest::CreateTopics(specs)).await;
+        merge(&mut outcomes, answers);
+        outcomes
+    }
+
+    /// Controller shard, in a quorum: has the leader remove topics from the
+    /// log; answers once this broker's table no longer holds them.
+    pub(super) async fn delete_cluster_topics(
+        self: &Rc<Self>,
+        link: &ClusterLink,
+        names: Vec<String>,
+    ) -> Vec<TopicOutcome> {
+        let table = self.topics();
+        let mut outcomes = Vec::with_capacity(names.len());
+        let mut asked = Vec::new();
+        for name in names {
+            let mut o = outcome_for(&name, 0);
+            match table.topics.get(name.as_str()) {
+                Some(m) if m.internal => {
+                    o.error = errors::INVALID_TOPIC_EXCEPTION;
+                    o.message = Some(format!("{name} is an internal topic and cannot be deleted"));
+                }
+                Some(m) if m.leaders.is_empty() => {
+                    o.error = errors::INVALID_REQUEST;
+                    o.message = Some(format!(
+                        "topic {name} is this broker's own, from before it joined the quorum; \
+                         it can only be deleted with the broker alone"
+                    ));
+                }
+                _ => asked.push(name),
+            }
+            outcomes.push(o);
+        }
+        if asked.is_empty() {
+            return outcomes;
+        }
+        let answers = self.ask_quorum(link, BrokerRequest::DeleteTopics(asked)).await;
+        merge(&mut outcomes, answers);
+        outcomes
+    }
+
+    /// Asks the leader (waiting out an election) and then waits until this
+    /// broker's table has the change, so a client that asks this broker
+    /// next sees what it was told. The results by name, or one error for
+    /// every topic asked about.
+    async fn ask_quorum(
+        self: &Rc<Self>,
+        link: &ClusterLink,
+        request: BrokerRequest,
+    ) -> Result<Vec<TopicResult>, String> {
+        let deadline = std::time::Instant::now() + SETTLE_LIMIT;
+        let (index, results) = loop {
+            match link.ask(request.clone()).await {
+                BrokerAnswer::Topics { index, results } => break (index, results),
+                BrokerAnswer::NotLeader if std::time::Instant::now() < deadline => {
+                    glommio::timer::sleep(Duration::from_millis(50)).await;
+                }
+                BrokerAnswer::NotLeader => return Err("the controller quorum has no leader".into()),
+                BrokerAnswer::Failed(e) => return Err(format!("the controller quorum: {e}")),
+                BrokerAnswer::Ok => return Err("the controller quorum gave no topic results".into()),
+            }
+        };
+        while self.topics().cluster_index < index {
+            if std::time::Instant::now() >= deadline {
+                log::warn!("shard {}: log index {index} not applied here within {SETTLE_LIMIT:?}", self.id);
+                break;
+            }
+            glommio::timer::sleep(Duration::from_millis(5)).await;
+        }
+        // The change is published to every shard once the permit is free.
+        drop(self.controller_permit.acquire_permit(1).await.expect("controller permit: never closed"));
+        Ok(results)
+    }
+}
+
+/// Puts the leader's results into the outcomes of the topics it was asked
+/// about (those still without an error here).
+fn merge(outcomes: &mut [TopicOutcome], answers: Result<Vec<TopicResult>, String>) {
+    let asked = outcomes.iter_mut().filter(|o| o.error == errors::NONE);
+    match answers {
+        Ok(results) => {
+            for o in asked {
+                if let Some(r) = results.iter().find(|r| r.name == o.name) {
+                    o.error = r.error;
+                    o.message = r.message.clone();
+                    o.id = r.id;
+                }
+            }
+        }
+        Err(e) => {
+            for o in asked {
+                o.error = errors::REQUEST_TIMED_OUT;
+                o.message = Some(format!("topic {}: {e}", o.name));
+            }
+        }
+    }
+}
+
+/// Whether `table` names a topic the quorum holds (its changes go through
+/// the quorum, not this broker alone).
+pub fn from_quorum(table: &Arc<TopicTable>, topic: &str) -> bool {
+    table.topics.get(topic).is_some_and(|m| !m.leaders.is_empty() && !m.internal)
+}

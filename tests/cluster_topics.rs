@@ -1,0 +1,253 @@
+//! Topics in the metadata quorum (issue 18, second part): three broker
+//! processes on 127.0.0.1 in one quorum. A topic created through one broker
+//! is placed by the quorum's leader, its partitions spread over all three;
+//! every broker tells clients the same leaders, a request sent to the wrong
+//! broker gets NOT_LEADER_OR_FOLLOWER, and librdkafka, given one broker to
+//! start from, produces to and consumes from all three in a group whose
+//! coordinator is wherever the quorum put the group's offsets partition.
+//! A broker's restart keeps the topic; a deletion removes it everywhere.
+
+mod common;
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    path::Path,
+    time::{Duration, Instant},
+};
+
+use common::{
+    broker::{free_port, Broker},
+    wire::{create_topic, fetch_request, produce, Wire},
+};
+use kafka_protocol::messages::{
+    ApiKey, DeleteTopicsRequest, DeleteTopicsResponse, FetchResponse, FindCoordinatorRequest, FindCoordinatorResponse,
+    MetadataRequest, MetadataResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use rdkafka::{
+    consumer::{BaseConsumer, CommitMode, Consumer},
+    message::Message,
+    ClientConfig, Offset, TopicPartitionList,
+};
+
+const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+
+fn start_three(dir: &Path) -> Vec<(i32, Broker)> {
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let quorum = (1..=3).zip(&ports).map(|(id, p)| format!("{id}@127.0.0.1:{p}")).collect::<Vec<_>>().join(",");
+    (1..=3)
+        .map(|id| {
+            let config = format!(
+                "node_id = {id}\ncontroller_quorum = \"{quorum}\"\n\
+                 broker_heartbeat_interval_ms = 200\nbroker_session_timeout_ms = 3000\n"
+            );
+            (id, Broker::start_with_config(&dir.join(format!("b{id}")), 1, &config, &[]))
+        })
+        .collect()
+}
+
+fn metadata(broker: &Broker, topics: Option<&[&str]>, create: bool) -> MetadataResponse {
+    let mut wire = Wire::connect(&broker.bootstrap());
+    let mut request = MetadataRequest::default();
+    request.topics = topics.map(|ts| {
+        ts.iter()
+            .map(|t| {
+                let mut r = kafka_protocol::messages::metadata_request::MetadataRequestTopic::default();
+                r.name = Some(TopicName(StrBytes::from_string(t.to_string())));
+                r
+            })
+            .collect()
+    });
+    request.allow_auto_topic_creation = create;
+    wire.call(ApiKey::Metadata, 12, &request)
+}
+
+/// Each partition's leader as `broker` tells it, or the topic's error.
+fn leaders(broker: &Broker, topic: &str) -> Result<Vec<i32>, i16> {
+    let response = metadata(broker, Some(&[topic]), false);
+    let t = &response.topics[0];
+    if t.error_code != 0 {
+        return Err(t.error_code);
+    }
+    let mut ps: Vec<_> = t.partitions.iter().map(|p| (p.partition_index, p.leader_id.0)).collect();
+    ps.sort();
+    Ok(ps.into_iter().map(|(_, l)| l).collect())
+}
+
+/// Waits until every broker gives `topic` the same leaders (or the same
+/// error); returns them.
+fn agreed_leaders(brokers: &[(i32, Broker)], topic: &str) -> Result<Vec<i32>, i16> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let seen: Vec<_> = brokers.iter().map(|(_, b)| leaders(b, topic)).collect();
+        if seen.iter().all(|s| *s == seen[0]) && seen[0].as_ref().is_ok_and(|l| !l.contains(&-1)) {
+            return seen[0].clone();
+        }
+        if seen.iter().all(|s| *s == seen[0]) && seen[0].is_err() {
+            return seen[0].clone();
+        }
+        assert!(Instant::now() < deadline, "brokers disagree on {topic}: {seen:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn wait_for_three(brokers: &[(i32, Broker)]) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let listed: Vec<Vec<i32>> = brokers
+            .iter()
+            .map(|(_, b)| metadata(b, Some(&[]), false).brokers.iter().map(|x| x.node_id.0).collect())
+            .collect();
+        if listed.iter().all(|l| *l == [1, 2, 3]) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the three brokers never listed each other: {listed:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn broker(brokers: &[(i32, Broker)], id: i32) -> &Broker {
+    &brokers.iter().find(|(i, _)| *i == id).unwrap().1
+}
+
+fn one_record(value: &str) -> bytes::Bytes {
+    let record =
+        shardlog::protocol::record_batch::Record { key: None, value: Some(value.as_bytes()), timestamp_delta: 0 };
+    bytes::Bytes::from(shardlog::protocol::record_batch::encode_batch(&[record], 1_700_000_000_000))
+}
+
+/// Consumes `topic` in group `group` from `bootstrap` until `want` records
+/// came or 60 s passed; commits what it read. Returns the values by partition.
+fn consume_in_group(bootstrap: &str, group: &str, topic: &str, want: usize) -> BTreeMap<i32, Vec<String>> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", group)
+        .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", "earliest")
+        .create()
+        .expect("consumer");
+    consumer.subscribe(&[topic]).expect("subscribe");
+    let mut got: BTreeMap<i32, Vec<String>> = BTreeMap::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while got.values().map(Vec::len).sum::<usize>() < want && Instant::now() < deadline {
+        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(200)) {
+            let value = String::from_utf8(m.payload().unwrap_or_default().to_vec()).unwrap();
+            got.entry(m.partition()).or_default().push(value);
+        }
+    }
+    consumer.commit_consumer_state(CommitMode::Sync).expect("commit");
+    got
+}
+
+#[test]
+fn topics_are_placed_by_the_quorum_and_clients_follow_their_leaders() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut brokers = start_three(dir.path());
+    wait_for_three(&brokers);
+
+    // Created through broker 1, placed over all three by the leader.
+    let mut wire = Wire::connect(&broker(&brokers, 1).bootstrap());
+    assert_eq!(create_topic(&mut wire, "spread", 6), 0);
+    let placed = agreed_leaders(&brokers, "spread").expect("spread exists everywhere");
+    assert_eq!(placed.len(), 6);
+    for id in 1..=3 {
+        assert_eq!(placed.iter().filter(|&&l| l == id).count(), 2, "two partitions each: {placed:?}");
+    }
+    assert_eq!(create_topic(&mut Wire::connect(&broker(&brokers, 2).bootstrap()), "spread", 3), 36, "exists");
+
+    // Only the leader has a partition's directory; another broker refuses
+    // to take or serve its records.
+    for (p, &leader) in placed.iter().enumerate() {
+        for (id, _) in &brokers {
+            let has = dir.path().join(format!("b{id}/spread-{p}")).is_dir();
+            assert_eq!(has, *id == leader, "spread-{p} led by {leader}: on broker {id}? {has}");
+        }
+        let other = if leader == 1 { 2 } else { 1 };
+        let mut w = Wire::connect(&broker(&brokers, other).bootstrap());
+        assert_eq!(produce(&mut w, "spread", p as i32, one_record("misdirected"), -1).0, NOT_LEADER_OR_FOLLOWER);
+        let fetched: FetchResponse = w.call(ApiKey::Fetch, 12, &fetch_request("spread", &[(p as i32, 0)], 0, 0));
+        assert_eq!(fetched.responses[0].partitions[0].error_code, NOT_LEADER_OR_FOLLOWER);
+    }
+
+    // librdkafka from broker 2 alone reaches every leader.
+    let records: Vec<(i32, String)> = (0..60).map(|i| (i % 6, format!("r{i}"))).collect();
+    let delivered = common::produce::produce(&broker(&brokers, 2).bootstrap(), "spread", &records);
+    assert_eq!(delivered.len(), 60);
+
+    // A group through broker 3 finds its coordinator wherever the quorum
+    // put it, reads every record in order per partition, and commits.
+    let got = consume_in_group(&broker(&brokers, 3).bootstrap(), "readers", "spread", 60);
+    for p in 0..6 {
+        let sent: Vec<String> = records.iter().filter(|(q, _)| *q == p).map(|(_, v)| v.clone()).collect();
+        assert_eq!(got.get(&p), Some(&sent), "partition {p}");
+    }
+    let mut find = FindCoordinatorRequest::default();
+    find.key = StrBytes::from_static_str("readers");
+    let coordinators: BTreeSet<i32> = brokers
+        .iter()
+        .map(|(_, b)| {
+            let r: FindCoordinatorResponse = Wire::connect(&b.bootstrap()).call(ApiKey::FindCoordinator, 3, &find);
+            assert_eq!(r.error_code, 0);
+            r.node_id.0
+        })
+        .collect();
+    assert_eq!(coordinators.len(), 1, "every broker names one coordinator for the group: {coordinators:?}");
+
+    // The group's commits hold: asked through broker 1, the coordinator
+    // has each partition's end.
+    let asker: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", broker(&brokers, 1).bootstrap())
+        .set("group.id", "readers")
+        .create()
+        .expect("consumer");
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..6 {
+        tpl.add_partition("spread", p);
+    }
+    let committed = asker.committed_offsets(tpl, Duration::from_secs(20)).expect("committed offsets");
+    for e in committed.elements() {
+        assert_eq!(e.offset(), Offset::Offset(10), "committed offset of spread-{}", e.partition());
+    }
+    drop(asker);
+
+    // A broker killed and restarted still has the topic and serves its
+    // partitions.
+    let restarted = placed[0];
+    let b = &mut brokers.iter_mut().find(|(id, _)| *id == restarted).unwrap().1;
+    b.kill();
+    b.restart();
+    wait_for_three(&brokers);
+    assert_eq!(agreed_leaders(&brokers, "spread"), Ok(placed.clone()));
+    let reread = common::consume::from_start(&broker(&brokers, restarted).bootstrap(), "check", "spread", 6, &[]);
+    let mut count = 0;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while count < 60 && Instant::now() < deadline {
+        if let Some(Ok(_)) = reread.poll(Duration::from_millis(200)) {
+            count += 1;
+        }
+    }
+    assert_eq!(count, 60, "records read back after broker {restarted} restarted");
+
+    // Auto-created through one broker: the others know it too.
+    let auto = metadata(broker(&brokers, 3), Some(&["made-by-metadata"]), true);
+    assert!(matches!(auto.topics[0].error_code, 0 | 5), "auto-created: {}", auto.topics[0].error_code);
+    assert!(agreed_leaders(&brokers, "made-by-metadata").is_ok());
+
+    // Deleted through broker 3, gone from every broker and disk.
+    let mut delete = DeleteTopicsRequest::default();
+    delete.topic_names = vec![TopicName(StrBytes::from_static_str("spread"))];
+    delete.timeout_ms = 10_000;
+    let deleted: DeleteTopicsResponse =
+        Wire::connect(&broker(&brokers, 3).bootstrap()).call(ApiKey::DeleteTopics, 4, &delete);
+    assert_eq!(deleted.responses[0].error_code, 0);
+    assert_eq!(agreed_leaders(&brokers, "spread"), Err(UNKNOWN_TOPIC_OR_PARTITION));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while (0..6).any(|p| dir.path().join(format!("b{}/spread-{p}", placed[p])).exists()) {
+        assert!(Instant::now() < deadline, "partition directories of the deleted topic remain");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for (_, b) in brokers.iter_mut() {
+        b.stop();
+    }
+}
