@@ -251,3 +251,63 @@ fn topics_are_placed_by_the_quorum_and_clients_follow_their_leaders() {
         b.stop();
     }
 }
+
+/// A transaction whose coordinator is one broker and whose partitions are
+/// led by all three: the coordinator writes its markers on the others
+/// (WriteTxnMarkers between brokers), so a read_committed consumer sees
+/// the committed transaction and not the aborted one, on every partition.
+#[test]
+fn a_transaction_commits_and_aborts_across_brokers() {
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+    let dir = tempfile::tempdir().unwrap();
+    let mut brokers = start_three(dir.path());
+    wait_for_three(&brokers);
+    assert_eq!(create_topic(&mut Wire::connect(&broker(&brokers, 1).bootstrap()), "ledger", 3), 0);
+    let placed = agreed_leaders(&brokers, "ledger").expect("ledger exists everywhere");
+    assert_eq!(placed.iter().collect::<BTreeSet<_>>().len(), 3, "one partition per broker: {placed:?}");
+
+    let timeout = Duration::from_secs(30);
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", broker(&brokers, 2).bootstrap())
+        .set("transactional.id", "ledger-writer")
+        .set("linger.ms", "1")
+        .create()
+        .expect("producer");
+    producer.init_transactions(timeout).expect("init_transactions");
+    for (round, commit) in [(0, true), (1, false), (2, true)] {
+        producer.begin_transaction().expect("begin_transaction");
+        for p in 0..3 {
+            let value = format!("t{round}-p{p}");
+            producer.send(BaseRecord::<(), _>::to("ledger").partition(p).payload(&value)).expect("send");
+        }
+        producer.flush(timeout).expect("flush");
+        if commit {
+            producer.commit_transaction(timeout).expect("commit_transaction");
+        } else {
+            producer.abort_transaction(timeout).expect("abort_transaction");
+        }
+    }
+
+    let settings = [("isolation.level", "read_committed")];
+    let consumer = common::consume::from_start(&broker(&brokers, 3).bootstrap(), "audit", "ledger", 3, &settings);
+    let mut got: BTreeMap<i32, Vec<String>> = BTreeMap::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while got.values().map(Vec::len).sum::<usize>() < 6 && Instant::now() < deadline {
+        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(200)) {
+            got.entry(m.partition()).or_default().push(String::from_utf8_lossy(m.payload().unwrap()).into_owned());
+        }
+    }
+    // Anything after the committed records would show here too.
+    let until = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < until {
+        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(100)) {
+            got.entry(m.partition()).or_default().push(String::from_utf8_lossy(m.payload().unwrap()).into_owned());
+        }
+    }
+    for p in 0..3 {
+        assert_eq!(got.get(&p), Some(&vec![format!("t0-p{p}"), format!("t2-p{p}")]), "ledger-{p} read committed");
+    }
+    for (_, b) in brokers.iter_mut() {
+        b.stop();
+    }
+}

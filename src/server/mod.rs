@@ -90,6 +90,14 @@ fn start_controller(
     let Some(quorum) = &config.controller_quorum else {
         return Ok(None);
     };
+    if !(0..1 << (63 - crate::shard::PRODUCER_ID_NODE_SHIFT)).contains(&config.node_id) {
+        return Err(format!(
+            "node id {} is out of range: in a controller quorum node ids are 0..{} (each broker's producer ids \
+             carry its node id)",
+            config.node_id,
+            1i64 << (63 - crate::shard::PRODUCER_ID_NODE_SHIFT)
+        ));
+    }
     let addrs = listeners.iter().map(|l| &l.advertised);
     let broker = BrokerInfo {
         node_id: config.node_id,

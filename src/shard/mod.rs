@@ -21,8 +21,10 @@ pub mod group_glue;
 pub mod journal_glue;
 pub mod maintenance;
 mod owner;
+pub use owner::PRODUCER_ID_NODE_SHIFT;
 mod topic_admin;
 pub mod txn_glue;
+mod txn_remote;
 
 use std::{
     cell::{Cell, RefCell},

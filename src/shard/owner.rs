@@ -31,6 +31,11 @@ const PRODUCER_IDS_FILE: &str = "producer-ids";
 /// Producer ids reserved per write of `PRODUCER_IDS_FILE`.
 const PRODUCER_ID_BLOCK: i64 = 1000;
 
+/// In a metadata quorum, a broker's producer ids are its node id shifted
+/// this far, or'ed with its own count: 2^40 ids per broker, node ids below
+/// 2^23 (checked at start) so every id stays a positive int64.
+pub const PRODUCER_ID_NODE_SHIFT: u32 = 40;
+
 /// The Kafka error code for a storage error.
 pub fn error_code(e: &StorageError) -> ErrorCode {
     match e {
@@ -80,10 +85,23 @@ fn produced(
 }
 
 impl Shard {
-    /// Controller only: the next producer id. Ids are handed out from blocks
+    /// Controller only: the next producer id. In a metadata quorum each
+    /// broker hands out ids of its own range, its node id in the bits above
+    /// `PRODUCER_ID_NODE_SHIFT`: two brokers' producers never share an id on
+    /// a partition they both write to. (Kafka has its controller hand out
+    /// blocks; a broker's own range needs no round trip.)
+    pub(super) async fn allocate_producer_id(&self) -> Result<i64, ProducerIdError> {
+        let local = self.allocate_local_producer_id().await?;
+        Ok(match &self.settings.cluster {
+            Some(_) => (i64::from(self.settings.node_id) << PRODUCER_ID_NODE_SHIFT) | local,
+            None => local,
+        })
+    }
+
+    /// The next id of this broker's range. Ids are handed out from blocks
     /// whose end is persisted (write new, fsync, rename) before the first id
     /// of a block is used, so no id is ever given twice, even after a crash.
-    pub(super) async fn allocate_producer_id(&self) -> Result<i64, ProducerIdError> {
+    async fn allocate_local_producer_id(&self) -> Result<i64, ProducerIdError> {
         let _permit = self.controller_permit.acquire_permit(1).await.expect("controller permit: never closed");
         let (next, end) = self.producer_ids.get();
         if next < end {

@@ -104,12 +104,22 @@ async fn write_markers(
     let table = shard.topics();
     let mut out = Vec::with_capacity(partitions.len());
     let mut by_owner: BTreeMap<usize, Vec<_>> = BTreeMap::new();
+    let mut by_broker: BTreeMap<i32, Vec<(String, i32)>> = BTreeMap::new();
     for (topic, partition) in partitions {
-        match (table.handle(&topic), router::owner(&table, &topic, partition, shard.count)) {
-            (Some(handle), Some(owner)) => by_owner.entry(owner).or_default().push((handle, partition)),
+        let elsewhere = table.topics.get(topic.as_str()).and_then(|m| table.led_elsewhere(m, partition));
+        match (table.handle(&topic), router::owner(&table, &topic, partition, shard.count), elsewhere) {
+            (Some(handle), Some(owner), _) => by_owner.entry(owner).or_default().push((handle, partition)),
+            (_, _, Some(node)) => by_broker.entry(node).or_default().push((topic, partition)),
             _ => out.push((topic, partition, errors::UNKNOWN_TOPIC_OR_PARTITION)),
         }
     }
+    let remote: Vec<_> = by_broker
+        .into_iter()
+        .map(|(node, partitions)| {
+            let shard = shard.clone();
+            glommio::spawn_local(async move { super::txn_remote::write_on(&shard, node, marker, partitions).await })
+        })
+        .collect();
     let calls: Vec<_> = by_owner
         .into_iter()
         .map(|(owner, partitions)| {
@@ -127,7 +137,7 @@ async fn write_markers(
             })
         })
         .collect();
-    for call in calls {
+    for call in calls.into_iter().chain(remote) {
         out.extend(call.await);
     }
     out

@@ -29,7 +29,7 @@ pub async fn handle(shard: &Rc<Shard>, req: AddOffsetsToTxnRequest, version: i16
     };
     resp.error_code = match txn_route::call(shard, &id, call).await {
         Some(answers) => answers.first().map_or(errors::NONE, |(_, _, e)| txn_route::fenced_as(*e, version, 2)),
-        None => errors::COORDINATOR_NOT_AVAILABLE,
+        None => txn_route::no_coordinator(shard, &id),
     };
     resp
 }

@@ -9,7 +9,6 @@ use kafka_protocol::messages::{
     AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, TopicName,
 };
 
-use crate::protocol::errors;
 use crate::server::handlers::{str_bytes, txn_route};
 use crate::shard::Shard;
 use crate::txn::AddTxnPartitions;
@@ -29,7 +28,10 @@ pub async fn handle(shard: &Rc<Shard>, req: AddPartitionsToTxnRequest, version: 
     };
     let answers = match txn_route::call(shard, &id, call).await {
         Some(answers) => answers,
-        None => partitions.into_iter().map(|(t, p)| (t, p, errors::COORDINATOR_NOT_AVAILABLE)).collect(),
+        None => {
+            let code = txn_route::no_coordinator(shard, &id);
+            partitions.into_iter().map(|(t, p)| (t, p, code)).collect()
+        }
     };
     let mut resp = AddPartitionsToTxnResponse::default();
     for (topic, partition, error) in answers {

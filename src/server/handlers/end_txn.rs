@@ -6,7 +6,6 @@ use std::rc::Rc;
 
 use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse};
 
-use crate::protocol::errors;
 use crate::server::handlers::txn_route;
 use crate::shard::Shard;
 use crate::txn::EndTxn;
@@ -22,7 +21,7 @@ pub async fn handle(shard: &Rc<Shard>, req: EndTxnRequest, version: i16) -> EndT
     let mut resp = EndTxnResponse::default();
     resp.error_code = match txn_route::call(shard, &id, call).await {
         Some(error) => txn_route::fenced_as(error, version, 2),
-        None => errors::COORDINATOR_NOT_AVAILABLE,
+        None => txn_route::no_coordinator(shard, &id),
     };
     resp
 }

@@ -39,6 +39,18 @@ fn coordinator_of(shard: &Shard, group: &str) -> Option<ShardId> {
     router::owner(&shard.topics(), OFFSETS_TOPIC, partition, shard.count)
 }
 
+/// What a group request is told when this broker cannot coordinate its
+/// group: NOT_COORDINATOR when another broker of the quorum leads the
+/// group's offsets partition (the client finds the coordinator again),
+/// else COORDINATOR_NOT_AVAILABLE (retriable).
+fn no_coordinator(shard: &Shard, group: &str) -> ErrorCode {
+    let partition = records::partition_for(group, shard.settings.groups.offsets_partitions);
+    match router::no_owner_error(&shard.topics(), OFFSETS_TOPIC, partition) {
+        errors::NOT_LEADER_OR_FOLLOWER => errors::NOT_COORDINATOR,
+        _ => COORDINATOR_NOT_AVAILABLE,
+    }
+}
+
 /// Sends a group call to its coordinator; `None` when none is reachable.
 async fn call<C: CrossShard>(shard: &Rc<Shard>, group: &str, call: C) -> Option<C::Reply> {
     let owner = coordinator_of(shard, group)?;
@@ -141,7 +153,7 @@ pub async fn join(
         Some(r) => r,
         None => {
             let mut r = JoinGroupResponse::default();
-            r.error_code = COORDINATOR_NOT_AVAILABLE;
+            r.error_code = no_coordinator(shard, &group);
             r.generation_id = -1;
             r.member_id = member;
             r
@@ -155,7 +167,7 @@ pub async fn sync(shard: &Rc<Shard>, request: SyncGroupRequest) -> SyncGroupResp
         Some(r) => r,
         None => {
             let mut r = SyncGroupResponse::default();
-            r.error_code = COORDINATOR_NOT_AVAILABLE;
+            r.error_code = no_coordinator(shard, &group);
             r
         }
     }
@@ -164,7 +176,7 @@ pub async fn sync(shard: &Rc<Shard>, request: SyncGroupRequest) -> SyncGroupResp
 pub async fn heartbeat(shard: &Rc<Shard>, request: HeartbeatRequest) -> HeartbeatResponse {
     let group = request.group_id.0.to_string();
     let mut r = HeartbeatResponse::default();
-    r.error_code = call(shard, &group, Heartbeat { request }).await.unwrap_or(COORDINATOR_NOT_AVAILABLE);
+    r.error_code = call(shard, &group, Heartbeat { request }).await.unwrap_or_else(|| no_coordinator(shard, &group));
     r
 }
 
@@ -182,7 +194,7 @@ pub async fn leave(shard: &Rc<Shard>, request: LeaveGroupRequest, version: i16) 
         }
         _ => {
             let mut r = LeaveGroupResponse::default();
-            r.error_code = COORDINATOR_NOT_AVAILABLE;
+            r.error_code = no_coordinator(shard, &group);
             r
         }
     }
@@ -209,7 +221,7 @@ pub async fn commit(shard: &Rc<Shard>, request: OffsetCommitRequest, version: i1
                 for p in partitions {
                     let mut rp = OffsetCommitResponsePartition::default();
                     rp.partition_index = p;
-                    rp.error_code = COORDINATOR_NOT_AVAILABLE;
+                    rp.error_code = no_coordinator(shard, &group);
                     t.partitions.push(rp);
                 }
                 r.topics.push(t);
@@ -277,7 +289,9 @@ async fn fetch_group(
     group: &str,
     topics: Option<Vec<(String, Vec<i32>)>>,
 ) -> Result<Vec<FetchedOffset>, i16> {
-    call(shard, group, FetchOffsets { group: group.to_string(), topics }).await.ok_or(COORDINATOR_NOT_AVAILABLE)
+    call(shard, group, FetchOffsets { group: group.to_string(), topics })
+        .await
+        .ok_or_else(|| no_coordinator(shard, group))
 }
 
 fn by_topic(found: Vec<FetchedOffset>) -> Vec<(String, Vec<FetchedOffset>)> {
@@ -314,7 +328,7 @@ pub async fn describe(shard: &Rc<Shard>, req: DescribeGroupsRequest) -> Describe
                 for g in groups {
                     let mut d = kafka_protocol::messages::describe_groups_response::DescribedGroup::default();
                     d.group_id = GroupId(str_bytes(&g));
-                    d.error_code = COORDINATOR_NOT_AVAILABLE;
+                    d.error_code = no_coordinator(shard, &g);
                     described.push(d);
                 }
             }
@@ -368,7 +382,7 @@ pub async fn delete(shard: &Rc<Shard>, req: DeleteGroupsRequest) -> DeleteGroups
                 for g in groups {
                     let mut r = kafka_protocol::messages::delete_groups_response::DeletableGroupResult::default();
                     r.group_id = GroupId(str_bytes(&g));
-                    r.error_code = COORDINATOR_NOT_AVAILABLE;
+                    r.error_code = no_coordinator(shard, &g);
                     resp.results.push(r);
                 }
             }
@@ -383,7 +397,7 @@ pub async fn offset_delete(shard: &Rc<Shard>, request: OffsetDeleteRequest) -> O
         Some(r) => r,
         None => {
             let mut r = OffsetDeleteResponse::default();
-            r.error_code = COORDINATOR_NOT_AVAILABLE;
+            r.error_code = no_coordinator(shard, &group);
             r
         }
     }

@@ -33,7 +33,7 @@ pub async fn handle(shard: &Rc<Shard>, req: InitProducerIdRequest, version: i16)
                 resp.producer_id = answer.producer_id.into();
                 resp.producer_epoch = answer.producer_epoch;
             }
-            None => resp.error_code = errors::COORDINATOR_NOT_AVAILABLE,
+            None => resp.error_code = txn_route::no_coordinator(shard, &id),
         }
         return resp;
     }

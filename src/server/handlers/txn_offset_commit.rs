@@ -41,7 +41,13 @@ pub async fn handle(shard: &Rc<Shard>, request: TxnOffsetCommitRequest, version:
     if group.is_empty() {
         return refused(errors::INVALID_GROUP_ID, &request);
     }
-    let Some(owner) = owner else { return refused(errors::COORDINATOR_NOT_AVAILABLE, &request) };
+    let Some(owner) = owner else {
+        let code = match router::no_owner_error(&shard.topics(), OFFSETS_TOPIC, partition) {
+            errors::NOT_LEADER_OR_FOLLOWER => errors::NOT_COORDINATOR,
+            _ => errors::COORDINATOR_NOT_AVAILABLE,
+        };
+        return refused(code, &request);
+    };
     let copy = request.clone();
     match shard.ask(owner, CommitTxnOffsets { request }).await {
         Ok(mut resp) => {

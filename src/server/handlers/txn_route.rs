@@ -17,6 +17,18 @@ pub fn coordinator_of(shard: &Shard, transactional_id: &str) -> Option<ShardId> 
     router::owner(&shard.topics(), TXN_TOPIC, partition, shard.count)
 }
 
+/// What a transaction request is told when this broker cannot coordinate
+/// its id: NOT_COORDINATOR when another broker of the quorum leads the id's
+/// `__transaction_state` partition (the client finds it again), else
+/// COORDINATOR_NOT_AVAILABLE (retriable).
+pub fn no_coordinator(shard: &Shard, transactional_id: &str) -> ErrorCode {
+    let partition = partition_for(transactional_id, shard.settings.txn.partitions);
+    match router::no_owner_error(&shard.topics(), TXN_TOPIC, partition) {
+        errors::NOT_LEADER_OR_FOLLOWER => errors::NOT_COORDINATOR,
+        _ => errors::COORDINATOR_NOT_AVAILABLE,
+    }
+}
+
 /// Sends a transaction call to its coordinator; `None` when none is
 /// reachable (the caller answers COORDINATOR_NOT_AVAILABLE, retriable).
 pub async fn call<C: CrossShard>(shard: &Rc<Shard>, transactional_id: &str, call: C) -> Option<C::Reply> {
