@@ -20,7 +20,8 @@ use common::{
     wire::{create_topic, fetch_request, produce, Wire},
 };
 use kafka_protocol::messages::{
-    ApiKey, DeleteTopicsRequest, DeleteTopicsResponse, FetchResponse, FindCoordinatorRequest, FindCoordinatorResponse,
+    ApiKey, DeleteTopicsRequest, DeleteTopicsResponse, DescribeConfigsRequest, DescribeConfigsResponse, FetchResponse,
+    FindCoordinatorRequest, FindCoordinatorResponse, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
     MetadataRequest, MetadataResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
@@ -105,6 +106,40 @@ fn wait_for_three(brokers: &[(i32, Broker)]) {
         assert!(Instant::now() < deadline, "the three brokers never listed each other: {listed:?}");
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// IncrementalAlterConfigs (v1) of one topic config.
+fn set_topic_config(broker: &Broker, topic: &str, name: &str, value: &str) {
+    use kafka_protocol::messages::incremental_alter_configs_request::{AlterConfigsResource, AlterableConfig};
+    let mut config = AlterableConfig::default();
+    config.name = StrBytes::from_string(name.to_string());
+    config.config_operation = 0;
+    config.value = Some(StrBytes::from_string(value.to_string()));
+    let mut resource = AlterConfigsResource::default();
+    resource.resource_type = 2;
+    resource.resource_name = StrBytes::from_string(topic.to_string());
+    resource.configs.push(config);
+    let mut request = IncrementalAlterConfigsRequest::default();
+    request.resources.push(resource);
+    let response: IncrementalAlterConfigsResponse =
+        Wire::connect(&broker.bootstrap()).call(ApiKey::IncrementalAlterConfigs, 1, &request);
+    let r = &response.responses[0];
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+}
+
+/// A topic config's value as `broker` describes it (DescribeConfigs v4).
+fn topic_config(broker: &Broker, topic: &str, name: &str) -> Option<String> {
+    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    let mut resource = DescribeConfigsResource::default();
+    resource.resource_type = 2;
+    resource.resource_name = StrBytes::from_string(topic.to_string());
+    resource.configuration_keys = Some(vec![StrBytes::from_string(name.to_string())]);
+    let mut request = DescribeConfigsRequest::default();
+    request.resources.push(resource);
+    let response: DescribeConfigsResponse =
+        Wire::connect(&broker.bootstrap()).call(ApiKey::DescribeConfigs, 4, &request);
+    let r = &response.results[0];
+    r.configs.iter().find(|c| c.name.as_str() == name).and_then(|c| c.value.as_ref().map(|v| v.to_string()))
 }
 
 fn broker(brokers: &[(i32, Broker)], id: i32) -> &Broker {
@@ -229,6 +264,23 @@ fn topics_are_placed_by_the_quorum_and_clients_follow_their_leaders() {
     }
     assert_eq!(count, 60, "records read back after broker {restarted} restarted");
 
+    // Grown through broker 2: the new partitions are placed over the
+    // brokers too, and every broker agrees.
+    let grown = common::wire::create_partitions(&mut Wire::connect(&broker(&brokers, 2).bootstrap()), "spread", 9);
+    assert_eq!(grown.0, 0, "{}", grown.1);
+    let placed9 = agreed_leaders(&brokers, "spread").expect("spread exists everywhere");
+    assert_eq!((placed9.len(), &placed9[..6]), (9, &placed[..]), "old partitions keep their leaders");
+    assert_eq!(placed9[6..].iter().collect::<BTreeSet<_>>().len(), 3, "new ones spread: {placed9:?}");
+    let placed = placed9;
+
+    // A config set through broker 3 is what broker 1 describes.
+    set_topic_config(broker(&brokers, 3), "spread", "retention.ms", "3600000");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while topic_config(broker(&brokers, 1), "spread", "retention.ms").as_deref() != Some("3600000") {
+        assert!(Instant::now() < deadline, "broker 1 never saw the config set through broker 3");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
     // Auto-created through one broker: the others know it too.
     let auto = metadata(broker(&brokers, 3), Some(&["made-by-metadata"]), true);
     assert!(matches!(auto.topics[0].error_code, 0 | 5), "auto-created: {}", auto.topics[0].error_code);
@@ -243,7 +295,7 @@ fn topics_are_placed_by_the_quorum_and_clients_follow_their_leaders() {
     assert_eq!(deleted.responses[0].error_code, 0);
     assert_eq!(agreed_leaders(&brokers, "spread"), Err(UNKNOWN_TOPIC_OR_PARTITION));
     let deadline = Instant::now() + Duration::from_secs(10);
-    while (0..6).any(|p| dir.path().join(format!("b{}/spread-{p}", placed[p])).exists()) {
+    while (0..9).any(|p| dir.path().join(format!("b{}/spread-{p}", placed[p])).exists()) {
         assert!(Instant::now() < deadline, "partition directories of the deleted topic remain");
         std::thread::sleep(Duration::from_millis(100));
     }

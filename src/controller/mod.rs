@@ -63,6 +63,25 @@ pub enum Command {
     /// already taken keeps its first topic.
     CreateTopics(Vec<ClusterTopic>),
     DeleteTopics(Vec<String>),
+    AlterTopics(Vec<TopicAlteration>),
+}
+
+/// A change to an existing topic.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub enum TopicAlteration {
+    /// Grow to `count` partitions. Asked without leaders; the quorum's
+    /// leader places the new partitions and logs them in `leaders`.
+    Partitions { name: String, count: i32, leaders: Vec<i32> },
+    /// The topic's whole config set, checked by the broker asked.
+    Configs { name: String, configs: BTreeMap<String, String> },
+}
+
+impl TopicAlteration {
+    pub fn topic(&self) -> &str {
+        match self {
+            Self::Partitions { name, .. } | Self::Configs { name, .. } => name,
+        }
+    }
 }
 
 /// A topic as the quorum holds it.
@@ -173,6 +192,7 @@ pub(crate) enum BrokerRequest {
     Leaving(i32),
     CreateTopics(Vec<TopicSpec>),
     DeleteTopics(Vec<String>),
+    AlterTopics(Vec<TopicAlteration>),
 }
 
 #[derive(Serialize, Deserialize, Debug)]
@@ -308,6 +328,7 @@ impl Controller {
             }
             BrokerRequest::CreateTopics(specs) => return self.create_topics(specs).await,
             BrokerRequest::DeleteTopics(names) => return self.delete_topics(names).await,
+            BrokerRequest::AlterTopics(changes) => return self.alter_topics(changes).await,
         };
         self.write(command).await.map_or_else(|answer| answer, |_| BrokerAnswer::Ok)
     }
@@ -388,6 +409,69 @@ impl Controller {
             Ok(index) => BrokerAnswer::Topics { index, results },
             Err(answer) => answer,
         }
+    }
+
+    /// On the leader: grows topics (placing the new partitions on the live
+    /// brokers) and replaces their configs, in one entry.
+    async fn alter_topics(&self, changes: Vec<TopicAlteration>) -> BrokerAnswer {
+        let (live, topics) = {
+            let view = self.published.borrow();
+            let live: Vec<i32> = view.brokers.iter().filter(|(_, b)| !b.fenced).map(|(id, _)| *id).collect();
+            (live, view.topics.clone())
+        };
+        let mut results = Vec::with_capacity(changes.len());
+        let mut logged = Vec::new();
+        for mut change in changes {
+            let name = change.topic().to_string();
+            let mut r = TopicResult { name: name.clone(), error: errors::NONE, message: None, id: [0; 16] };
+            let Some(topic) = topics.get(&name) else {
+                r.error = errors::UNKNOWN_TOPIC_OR_PARTITION;
+                r.message = Some(format!("topic {name} does not exist"));
+                results.push(r);
+                continue;
+            };
+            r.id = topic.id.0;
+            if let TopicAlteration::Partitions { count, leaders, .. } = &mut change {
+                let have = topic.leaders.len() as i32;
+                if *count <= have || live.is_empty() {
+                    r.error = errors::INVALID_PARTITIONS;
+                    r.message = Some(format!("topic {name} has {have} partitions; cannot grow it to {count}"));
+                    results.push(r);
+                    continue;
+                }
+                let placed = place(&name, *count, &live);
+                *leaders = placed[have as usize..].to_vec();
+            }
+            logged.push(change);
+            results.push(r);
+        }
+        if logged.is_empty() {
+            return BrokerAnswer::Topics { index: 0, results };
+        }
+        let grown: Vec<(String, usize)> = logged
+            .iter()
+            .filter_map(|c| match c {
+                TopicAlteration::Partitions { name, count, .. } => Some((name.clone(), *count as usize)),
+                TopicAlteration::Configs { .. } => None,
+            })
+            .collect();
+        let index = match self.write(Command::AlterTopics(logged)).await {
+            Ok(index) => index,
+            Err(answer) => return answer,
+        };
+        // Two growths of one topic can both pass the check above; the log
+        // applies the first, and the second is told the count it found.
+        let view = self.published.borrow();
+        for (name, count) in grown {
+            let now = view.topics.get(&name).map_or(0, |t| t.leaders.len());
+            if now != count {
+                if let Some(r) = results.iter_mut().find(|r| r.name == name) {
+                    r.error = errors::INVALID_PARTITIONS;
+                    r.message = Some(format!("topic {name} was grown to {now} partitions at the same time"));
+                }
+            }
+        }
+        BrokerAnswer::Topics { index, results }
     }
 
     /// Answers the shards' questions (`ClusterLink::ask`), each on a task

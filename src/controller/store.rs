@@ -433,6 +433,20 @@ impl ClusterState {
                     self.topics.remove(&name);
                 }
             }
+            Command::AlterTopics(changes) => {
+                for change in changes {
+                    let Some(topic) = self.topics.get_mut(change.topic()) else { continue };
+                    match change {
+                        super::TopicAlteration::Partitions { count, leaders, .. } => {
+                            // Two growths raced: the first logged wins.
+                            if topic.leaders.len() + leaders.len() == count as usize {
+                                topic.leaders.extend(leaders);
+                            }
+                        }
+                        super::TopicAlteration::Configs { configs, .. } => topic.configs = configs,
+                    }
+                }
+            }
         }
     }
 }

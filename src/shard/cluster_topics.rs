@@ -13,15 +13,16 @@
 //! follow the quorum's voter list (`internal_leaders`), so every broker
 //! finds the same coordinator for a group or transactional id.
 
-use std::{collections::BTreeMap, rc::Rc, sync::Arc, time::Duration};
+use std::{collections::BTreeMap, rc::Rc, time::Duration};
 
 use crate::{
-    controller::{BrokerAnswer, BrokerRequest, ClusterLink, ClusterTopic, TopicResult, TopicSpec},
+    controller::{BrokerAnswer, BrokerRequest, ClusterLink, ClusterTopic, TopicAlteration, TopicResult, TopicSpec},
     protocol::errors,
     shard::{
-        messages::{NewTopic, TopicOutcome},
+        messages::{ConfigChange, NewPartitions, NewTopic, TopicOutcome},
         router,
-        topic_admin::outcome_for,
+        topic_admin::{changed_configs, check_new_partitions, outcome_for, settle},
+        topic_errors::Refusal,
         topics::{TopicHandle, TopicMeta, TopicTable},
         Shard,
     },
@@ -71,8 +72,15 @@ impl Shard {
             .retain(|name, meta| meta.internal || meta.leaders.is_empty() || topics.contains_key(name.as_str()));
         for (name, topic) in topics {
             let partitions = topic.leaders.len() as i32;
-            let same = table.topics.get(name.as_str()).is_some_and(|m| m.id == topic.id);
-            if !same {
+            if let Some(meta) = table.topics.get_mut(name.as_str()).filter(|m| m.id == topic.id) {
+                // Grown partitions are placed as if the topic had been
+                // created with the new count; configs are replaced whole.
+                let placed = router::assign(&name, partitions, self.count);
+                let have = meta.shards.len().min(placed.len());
+                meta.shards.extend_from_slice(&placed[have..]);
+                meta.leaders = topic.leaders;
+                meta.configs = topic.configs;
+            } else {
                 if table.topics.contains_key(name.as_str()) {
                     log::warn!("shard {}: topic {name} of the quorum replaces this broker's own topic", self.id);
                 }
@@ -175,6 +183,68 @@ impl Shard {
         outcomes
     }
 
+    /// Controller shard, in a quorum: CreatePartitions, checked here and
+    /// placed by the leader.
+    pub(super) async fn grow_cluster_topics(
+        self: &Rc<Self>,
+        link: &ClusterLink,
+        requested: Vec<NewPartitions>,
+        validate_only: bool,
+    ) -> Vec<TopicOutcome> {
+        let table = self.topics();
+        let checked = requested.into_iter().map(|t| {
+            let mut outcome = outcome_for(&t.name, t.count);
+            let grows_by = table.topics.get(t.name.as_str()).map_or(0, |m| t.count - m.partitions());
+            let check = only_quorum(&table, &t.name)
+                .and_then(|()| check_new_partitions(&table, &t))
+                .and_then(|()| self.room_for(&table, grows_by));
+            let change = TopicAlteration::Partitions { name: t.name.clone(), count: t.count, leaders: Vec::new() };
+            let asked = settle(&mut outcome, check.map(|()| change), validate_only);
+            (outcome, asked)
+        });
+        self.alter_through_quorum(link, checked.collect()).await
+    }
+
+    /// Controller shard, in a quorum: AlterConfigs and
+    /// IncrementalAlterConfigs, checked here; the log carries the topic's
+    /// whole new config set.
+    pub(super) async fn configure_cluster_topics(
+        self: &Rc<Self>,
+        link: &ClusterLink,
+        changes: Vec<ConfigChange>,
+        validate_only: bool,
+    ) -> Vec<TopicOutcome> {
+        let table = self.topics();
+        let checked = changes.into_iter().map(|change| {
+            let mut outcome = outcome_for(&change.topic, 0);
+            let check = only_quorum(&table, &change.topic).and_then(|()| changed_configs(&table, &change));
+            let change = check.map(|configs| TopicAlteration::Configs { name: change.topic.clone(), configs });
+            let asked = settle(&mut outcome, change, validate_only);
+            (outcome, asked)
+        });
+        self.alter_through_quorum(link, checked.collect()).await
+    }
+
+    async fn alter_through_quorum(
+        self: &Rc<Self>,
+        link: &ClusterLink,
+        checked: Vec<(TopicOutcome, Option<TopicAlteration>)>,
+    ) -> Vec<TopicOutcome> {
+        let (mut outcomes, asked): (Vec<TopicOutcome>, Vec<Option<TopicAlteration>>) = checked.into_iter().unzip();
+        let asked: Vec<TopicAlteration> = asked.into_iter().flatten().collect();
+        if asked.is_empty() {
+            // Refused or validated only: the quorum is not asked, and no
+            // outcome still without an error expects an answer from it.
+            return outcomes;
+        }
+        let names: Vec<String> = asked.iter().map(|a| a.topic().to_string()).collect();
+        let answers = self.ask_quorum(link, BrokerRequest::AlterTopics(asked)).await;
+        let mut sent: Vec<&mut TopicOutcome> =
+            outcomes.iter_mut().filter(|o| o.error == errors::NONE && names.contains(&o.name)).collect();
+        merge_into(&mut sent, answers);
+        outcomes
+    }
+
     /// Asks the leader (waiting out an election) and then waits until this
     /// broker's table has the change, so a client that asks this broker
     /// next sees what it was told. The results by name, or one error for
@@ -212,7 +282,12 @@ impl Shard {
 /// Puts the leader's results into the outcomes of the topics it was asked
 /// about (those still without an error here).
 fn merge(outcomes: &mut [TopicOutcome], answers: Result<Vec<TopicResult>, String>) {
-    let asked = outcomes.iter_mut().filter(|o| o.error == errors::NONE);
+    let mut asked: Vec<&mut TopicOutcome> = outcomes.iter_mut().filter(|o| o.error == errors::NONE).collect();
+    merge_into(&mut asked, answers);
+}
+
+fn merge_into(asked: &mut [&mut TopicOutcome], answers: Result<Vec<TopicResult>, String>) {
+    let asked = asked.iter_mut();
     match answers {
         Ok(results) => {
             for o in asked {
@@ -232,8 +307,15 @@ fn merge(outcomes: &mut [TopicOutcome], answers: Result<Vec<TopicResult>, String
     }
 }
 
-/// Whether `table` names a topic the quorum holds (its changes go through
-/// the quorum, not this broker alone).
-pub fn from_quorum(table: &Arc<TopicTable>, topic: &str) -> bool {
-    table.topics.get(topic).is_some_and(|m| !m.leaders.is_empty() && !m.internal)
+/// A topic this broker had before it joined the quorum cannot be changed
+/// through it (the quorum does not know it). Internal topics and unknown
+/// names pass, for the usual checks to refuse them in Kafka's words.
+fn only_quorum(table: &TopicTable, topic: &str) -> Result<(), Refusal> {
+    match table.topics.get(topic) {
+        Some(m) if m.leaders.is_empty() && !m.internal => Err(Refusal::new(
+            errors::INVALID_REQUEST,
+            format!("topic {topic} is this broker's own, from before it joined the quorum; it can only be changed with the broker alone"),
+        )),
+        _ => Ok(()),
+    }
 }

@@ -109,7 +109,7 @@ impl Shard {
 
     /// Whether `more` partitions fit beside those in `table` within the
     /// broker's memory budget (POLICY_VIOLATION if not).
-    fn room_for(&self, table: &TopicTable, more: i32) -> Result<(), Refusal> {
+    pub(super) fn room_for(&self, table: &TopicTable, more: i32) -> Result<(), Refusal> {
         let (have, max) = (table.partition_count(), self.settings.max_partitions);
         if have + more.max(0) as u64 <= max {
             return Ok(());
@@ -133,14 +133,12 @@ impl Shard {
         requested: Vec<NewPartitions>,
         validate_only: bool,
     ) -> Vec<TopicOutcome> {
+        if let Some(link) = &self.settings.cluster {
+            return self.grow_cluster_topics(link, requested, validate_only).await;
+        }
         let this = self.clone();
         self.change_topics(requested, |table, t| {
             let mut outcome = outcome_for(&t.name, t.count);
-            if let Some(refusal) = quorum_refusal(table, &t.name, "its partitions") {
-                outcome.error = refusal.code;
-                outcome.message = Some(refusal.message);
-                return (outcome, false);
-            }
             let grows_by = table.topics.get(t.name.as_str()).map_or(0, |m| t.count - m.partitions());
             let check = check_new_partitions(table, &t).and_then(|()| this.room_for(table, grows_by));
             let Some(()) = settle(&mut outcome, check, validate_only) else { return (outcome, false) };
@@ -162,13 +160,11 @@ impl Shard {
         changes: Vec<ConfigChange>,
         validate_only: bool,
     ) -> Vec<TopicOutcome> {
+        if let Some(link) = &self.settings.cluster {
+            return self.configure_cluster_topics(link, changes, validate_only).await;
+        }
         self.change_topics(changes, |table, change| {
             let mut outcome = outcome_for(&change.topic, 0);
-            if let Some(refusal) = quorum_refusal(table, &change.topic, "its configs") {
-                outcome.error = refusal.code;
-                outcome.message = Some(refusal.message);
-                return (outcome, false);
-            }
             let Some(configs) = settle(&mut outcome, changed_configs(table, &change), validate_only) else {
                 return (outcome, false);
             };
@@ -310,19 +306,6 @@ impl Shard {
     }
 }
 
-/// Why a change to `what` of a topic the quorum holds is refused: the log
-/// has no entry for it yet, and a change made here alone would be undone
-/// by the next one.
-fn quorum_refusal(table: &TopicTable, topic: &str, what: &str) -> Option<Refusal> {
-    let meta = table.topics.get(topic)?;
-    (!meta.leaders.is_empty() && !meta.internal).then(|| {
-        Refusal::new(
-            errors::INVALID_REQUEST,
-            format!("topic {topic} belongs to the controller quorum, which cannot change {what} yet"),
-        )
-    })
-}
-
 /// A topic's result before any check: no error.
 pub(super) fn outcome_for(name: &str, partitions: i32) -> TopicOutcome {
     TopicOutcome { name: name.to_string(), error: errors::NONE, message: None, id: [0; 16], partitions }
@@ -330,7 +313,7 @@ pub(super) fn outcome_for(name: &str, partitions: i32) -> TopicOutcome {
 
 /// Puts a refusal into the topic's result. `Some` when the change is to be
 /// applied: it passed its checks and this is not a dry run.
-fn settle<T>(outcome: &mut TopicOutcome, check: Result<T, Refusal>, validate_only: bool) -> Option<T> {
+pub(super) fn settle<T>(outcome: &mut TopicOutcome, check: Result<T, Refusal>, validate_only: bool) -> Option<T> {
     match check {
         Err(refusal) => {
             outcome.error = refusal.code;
@@ -343,7 +326,7 @@ fn settle<T>(outcome: &mut TopicOutcome, check: Result<T, Refusal>, validate_onl
 }
 
 /// The configs `change` gives its topic, checked.
-fn changed_configs(
+pub(super) fn changed_configs(
     table: &TopicTable,
     change: &ConfigChange,
 ) -> Result<std::collections::BTreeMap<String, String>, Refusal> {
@@ -362,7 +345,7 @@ fn changed_configs(
 }
 
 /// Why a CreatePartitions request for one topic is refused, as Kafka says it.
-fn check_new_partitions(table: &TopicTable, t: &NewPartitions) -> Result<(), Refusal> {
+pub(super) fn check_new_partitions(table: &TopicTable, t: &NewPartitions) -> Result<(), Refusal> {
     let Some(meta) = table.topics.get(t.name.as_str()) else {
         return Err(Refusal::new(errors::UNKNOWN_TOPIC_OR_PARTITION, format!("topic {} does not exist", t.name)));
     };
@@ -393,7 +376,10 @@ fn check_new_partitions(table: &TopicTable, t: &NewPartitions) -> Result<(), Ref
     if t.replicas_per_partition > 1 {
         return Err(Refusal::new(
             errors::INVALID_REPLICA_ASSIGNMENT,
-            format!("an assignment of {} replicas needs more brokers; this cluster has 1", t.replicas_per_partition),
+            format!(
+                "an assignment of {} replicas per partition: partitions are not replicated yet, so it must be 1",
+                t.replicas_per_partition
+            ),
         ));
     }
     Ok(())
