@@ -39,7 +39,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     protocol::errors,
-    shard::{topics::TopicId, BrokerSettings},
+    security::{acl::Acl, acl::AclSet, credentials::Credentials},
+    shard::{
+        acl_admin::ChangeAcls,
+        credentials_admin::{CredentialChange, UserOutcome},
+        topics::TopicId,
+        BrokerSettings,
+    },
 };
 
 openraft::declare_raft_types!(
@@ -64,6 +70,10 @@ pub enum Command {
     CreateTopics(Vec<ClusterTopic>),
     DeleteTopics(Vec<String>),
     AlterTopics(Vec<TopicAlteration>),
+    /// An ACL change, applied as the broker alone applies it.
+    ChangeAcls(ChangeAcls),
+    /// SCRAM credential changes the leader found acceptable.
+    AlterCredentials(Vec<CredentialChange>),
 }
 
 /// A change to an existing topic.
@@ -137,6 +147,13 @@ pub struct ClusterState {
     pub brokers: BTreeMap<i32, BrokerEntry>,
     #[serde(default)]
     pub topics: BTreeMap<String, ClusterTopic>,
+    /// The cluster's ACLs, once any was changed through the quorum (until
+    /// then each broker keeps the ACLs it had alone).
+    #[serde(default)]
+    pub acls: Option<AclSet>,
+    /// The cluster's SCRAM credentials, likewise.
+    #[serde(default)]
+    pub credentials: Option<Credentials>,
 }
 
 /// What the shards see: the applied brokers and topics, the index of the
@@ -146,6 +163,8 @@ pub struct ClusterView {
     pub leader: Option<i32>,
     pub brokers: BTreeMap<i32, BrokerEntry>,
     pub topics: BTreeMap<String, ClusterTopic>,
+    pub acls: Option<AclSet>,
+    pub credentials: Option<Credentials>,
     pub applied: u64,
 }
 
@@ -193,6 +212,8 @@ pub(crate) enum BrokerRequest {
     CreateTopics(Vec<TopicSpec>),
     DeleteTopics(Vec<String>),
     AlterTopics(Vec<TopicAlteration>),
+    ChangeAcls(ChangeAcls),
+    AlterCredentials(Vec<CredentialChange>),
 }
 
 #[derive(Serialize, Deserialize, Debug)]
@@ -208,6 +229,26 @@ pub(crate) enum BrokerAnswer {
         index: u64,
         results: Vec<TopicResult>,
     },
+    /// An ACL change: per delete filter, the ACLs it removed.
+    Acls {
+        index: u64,
+        deleted: Vec<Vec<Acl>>,
+    },
+    /// SCRAM credential changes: each user's outcome.
+    Users {
+        index: u64,
+        outcomes: Vec<UserOutcome>,
+    },
+}
+
+impl BrokerAnswer {
+    /// The log index a change was written at (0: nothing was written).
+    pub fn index(&self) -> u64 {
+        match self {
+            Self::Topics { index, .. } | Self::Acls { index, .. } | Self::Users { index, .. } => *index,
+            _ => 0,
+        }
+    }
 }
 
 /// `--controller-quorum 1@host:port,2@host:port,...`: the voters and their
@@ -329,6 +370,8 @@ impl Controller {
             BrokerRequest::CreateTopics(specs) => return self.create_topics(specs).await,
             BrokerRequest::DeleteTopics(names) => return self.delete_topics(names).await,
             BrokerRequest::AlterTopics(changes) => return self.alter_topics(changes).await,
+            BrokerRequest::ChangeAcls(change) => return self.change_acls(change).await,
+            BrokerRequest::AlterCredentials(changes) => return self.alter_credentials(changes).await,
         };
         self.write(command).await.map_or_else(|answer| answer, |_| BrokerAnswer::Ok)
     }
@@ -474,6 +517,31 @@ impl Controller {
         BrokerAnswer::Topics { index, results }
     }
 
+    /// On the leader: an ACL change, logged whole; answered with what each
+    /// delete filter removed from the set the log holds now.
+    async fn change_acls(&self, change: ChangeAcls) -> BrokerAnswer {
+        let current = self.published.borrow().acls.clone().unwrap_or_default();
+        let (_, deleted) = crate::shard::acl_admin::acls_changed(&current, &change);
+        match self.write(Command::ChangeAcls(change)).await {
+            Ok(index) => BrokerAnswer::Acls { index, deleted },
+            Err(answer) => answer,
+        }
+    }
+
+    /// On the leader: SCRAM credential changes checked against the log's
+    /// credentials; the acceptable ones are logged.
+    async fn alter_credentials(&self, changes: Vec<CredentialChange>) -> BrokerAnswer {
+        let current = self.published.borrow().credentials.clone().unwrap_or_default();
+        let (_, outcomes, took) = crate::shard::credentials_admin::changed(&current, &changes);
+        if took.is_empty() {
+            return BrokerAnswer::Users { index: 0, outcomes };
+        }
+        match self.write(Command::AlterCredentials(took)).await {
+            Ok(index) => BrokerAnswer::Users { index, outcomes },
+            Err(answer) => answer,
+        }
+    }
+
     /// Answers the shards' questions (`ClusterLink::ask`), each on a task
     /// of its own so a slow write holds up no other.
     async fn answer_shards(self: Arc<Self>, mut asks: tokio::sync::mpsc::UnboundedReceiver<Ask>) {
@@ -513,7 +581,10 @@ impl Controller {
         while !self.leaving.load(Ordering::Acquire) {
             let answer = self.to_leader(&mut peers, BrokerRequest::Heartbeat(info.clone()), every).await;
             match answer {
-                BrokerAnswer::Ok | BrokerAnswer::Topics { .. } => last_error.clear(),
+                BrokerAnswer::Ok
+                | BrokerAnswer::Topics { .. }
+                | BrokerAnswer::Acls { .. }
+                | BrokerAnswer::Users { .. } => last_error.clear(),
                 BrokerAnswer::NotLeader => {}
                 BrokerAnswer::Failed(e) if e != last_error => {
                     log::warn!("controller: heartbeat of broker {} failed: {e}", info.node_id);

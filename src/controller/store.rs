@@ -298,11 +298,13 @@ impl StateMachine {
     }
 
     fn publish(&self) {
-        let (brokers, topics) = (self.applied.state.brokers.clone(), self.applied.state.topics.clone());
+        let state = self.applied.state.clone();
         let applied = self.applied.last.map_or(0, |l| l.index);
         self.published.send_modify(|v| {
-            v.brokers = brokers;
-            v.topics = topics;
+            v.brokers = state.brokers;
+            v.topics = state.topics;
+            v.acls = state.acls;
+            v.credentials = state.credentials;
             v.applied = applied;
         });
     }
@@ -446,6 +448,19 @@ impl ClusterState {
                         super::TopicAlteration::Configs { configs, .. } => topic.configs = configs,
                     }
                 }
+            }
+            Command::ChangeAcls(change) => {
+                let current = self.acls.take().unwrap_or_default();
+                self.acls = Some(crate::shard::acl_admin::acls_changed(&current, &change).0);
+            }
+            Command::AlterCredentials(changes) => {
+                let mut credentials = self.credentials.take().unwrap_or_default();
+                for change in &changes {
+                    // Checked by the leader; a change a racing one made
+                    // unacceptable is skipped here, the same on every member.
+                    let _ = crate::shard::credentials_admin::apply(&mut credentials, change);
+                }
+                self.credentials = Some(credentials);
             }
         }
     }

@@ -179,7 +179,7 @@ impl Acl {
 }
 
 /// Kafka's `AclBindingFilter`: `None` strings match anything.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AclFilter {
     pub resource_type: ResourceType,
     pub resource_name: Option<String>,

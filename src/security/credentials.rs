@@ -27,8 +27,10 @@ pub const SALT_BYTES: usize = 32;
 /// Longest user name accepted: bounds what a request can make us store.
 pub const USER_NAME_BYTES_MAX: usize = 1024;
 
-/// Every user's SCRAM credentials.
-#[derive(Clone, Default, PartialEq, Eq)]
+/// Every user's SCRAM credentials. Serialized as the file holds them
+/// (the controller quorum's log and snapshot carry them so too).
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "File", into = "File")]
 pub struct Credentials {
     users: BTreeMap<String, BTreeMap<Mechanism, ScramCredential>>,
 }
@@ -103,13 +105,17 @@ impl Credentials {
             Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
         };
         let file: File = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        Self::from_file(file).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    fn from_file(file: File) -> Result<Self, String> {
         if file.version != FILE_VERSION {
-            return Err(format!("{}: unknown format version {}", path.display(), file.version));
+            return Err(format!("unknown format version {}", file.version));
         }
         let mut out = Self::default();
         for (user, mechanisms) in file.users {
             for (name, c) in mechanisms {
-                let bad = |what: &str| format!("{}: user {user:?} {name}: {what}", path.display());
+                let bad = |what: &str| format!("user {user:?} {name}: {what}");
                 let mechanism = Mechanism::from_name(&name).ok_or_else(|| bad("unknown mechanism"))?;
                 let decode = |v: &str| B64.decode(v).map_err(|_| bad("not base64"));
                 let credential = ScramCredential {
@@ -134,6 +140,23 @@ impl Credentials {
     pub fn save(&self, data_dir: &Path) -> Result<(), String> {
         let dir = data_dir.join(SECURITY_DIR);
         std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let file = self.to_file();
+        let text = serde_json::to_string_pretty(&file).map_err(|e| format!("cannot encode credentials: {e}"))?;
+        let path = dir.join(CREDENTIALS_FILE);
+        let temp = dir.join(format!("{CREDENTIALS_FILE}.tmp"));
+        let io = |what: &str, p: &Path, e: std::io::Error| format!("cannot {what} {}: {e}", p.display());
+        let mut f = std::fs::File::create(&temp).map_err(|e| io("create", &temp, e))?;
+        f.write_all(text.as_bytes()).map_err(|e| io("write", &temp, e))?;
+        f.sync_all().map_err(|e| io("fsync", &temp, e))?;
+        drop(f);
+        std::fs::rename(&temp, &path).map_err(|e| io("rename into place", &path, e))?;
+        std::fs::File::open(&dir).and_then(|d| d.sync_all()).map_err(|e| io("fsync", &dir, e))?;
+        Ok(())
+    }
+}
+
+impl Credentials {
+    fn to_file(&self) -> File {
         let mut file = File { version: FILE_VERSION, users: BTreeMap::new() };
         for (user, mechanisms) in &self.users {
             let entry = file.users.entry(user.clone()).or_default();
@@ -149,17 +172,20 @@ impl Credentials {
                 );
             }
         }
-        let text = serde_json::to_string_pretty(&file).map_err(|e| format!("cannot encode credentials: {e}"))?;
-        let path = dir.join(CREDENTIALS_FILE);
-        let temp = dir.join(format!("{CREDENTIALS_FILE}.tmp"));
-        let io = |what: &str, p: &Path, e: std::io::Error| format!("cannot {what} {}: {e}", p.display());
-        let mut f = std::fs::File::create(&temp).map_err(|e| io("create", &temp, e))?;
-        f.write_all(text.as_bytes()).map_err(|e| io("write", &temp, e))?;
-        f.sync_all().map_err(|e| io("fsync", &temp, e))?;
-        drop(f);
-        std::fs::rename(&temp, &path).map_err(|e| io("rename into place", &path, e))?;
-        std::fs::File::open(&dir).and_then(|d| d.sync_all()).map_err(|e| io("fsync", &dir, e))?;
-        Ok(())
+        file
+    }
+}
+
+impl TryFrom<File> for Credentials {
+    type Error = String;
+    fn try_from(file: File) -> Result<Self, String> {
+        Self::from_file(file)
+    }
+}
+
+impl From<Credentials> for File {
+    fn from(c: Credentials) -> File {
+        c.to_file()
     }
 }
 
@@ -171,7 +197,7 @@ pub fn random_bytes(n: usize) -> Result<Vec<u8>, String> {
 }
 
 #[derive(Serialize, Deserialize)]
-struct File {
+pub struct File {
     version: u32,
     users: BTreeMap<String, BTreeMap<String, StoredCredential>>,
 }

@@ -44,11 +44,13 @@ impl Shard {
     pub async fn follow_cluster(self: Rc<Self>, link: ClusterLink) {
         let mut view = link.view.clone();
         loop {
-            let (applied, topics) = {
+            let (applied, topics, acls, credentials) = {
                 let v = view.borrow_and_update();
-                (v.applied, v.topics.clone())
+                (v.applied, v.topics.clone(), v.acls.clone(), v.credentials.clone())
             };
             self.apply_cluster_topics(applied, topics).await;
+            self.apply_cluster_security(applied, acls, credentials).await;
+            self.cluster_synced.set(applied);
             if view.changed().await.is_err() {
                 return;
             }
@@ -142,7 +144,7 @@ impl Shard {
         if specs.is_empty() {
             return outcomes;
         }
-        let answers = self.ask_quorum(link, BrokerRequest::CreateTopics(specs)).await;
+        let answers = self.ask_topics(link, BrokerRequest::CreateTopics(specs)).await;
         merge(&mut outcomes, answers);
         outcomes
     }
@@ -178,7 +180,7 @@ impl Shard {
         if asked.is_empty() {
             return outcomes;
         }
-        let answers = self.ask_quorum(link, BrokerRequest::DeleteTopics(asked)).await;
+        let answers = self.ask_topics(link, BrokerRequest::DeleteTopics(asked)).await;
         merge(&mut outcomes, answers);
         outcomes
     }
@@ -238,44 +240,54 @@ impl Shard {
             return outcomes;
         }
         let names: Vec<String> = asked.iter().map(|a| a.topic().to_string()).collect();
-        let answers = self.ask_quorum(link, BrokerRequest::AlterTopics(asked)).await;
+        let answers = self.ask_topics(link, BrokerRequest::AlterTopics(asked)).await;
         let mut sent: Vec<&mut TopicOutcome> =
             outcomes.iter_mut().filter(|o| o.error == errors::NONE && names.contains(&o.name)).collect();
         merge_into(&mut sent, answers);
         outcomes
     }
 
-    /// Asks the leader (waiting out an election) and then waits until this
-    /// broker's table has the change, so a client that asks this broker
-    /// next sees what it was told. The results by name, or one error for
-    /// every topic asked about.
-    async fn ask_quorum(
+    /// Asks the leader (waiting out an election), then waits until this
+    /// broker has applied the log up to the change, so a client that asks
+    /// this broker next sees what it was told. The leader's answer, or why
+    /// there is none.
+    pub(super) async fn ask_quorum(
         self: &Rc<Self>,
         link: &ClusterLink,
         request: BrokerRequest,
-    ) -> Result<Vec<TopicResult>, String> {
+    ) -> Result<BrokerAnswer, String> {
         let deadline = std::time::Instant::now() + SETTLE_LIMIT;
-        let (index, results) = loop {
+        let answer = loop {
             match link.ask(request.clone()).await {
-                BrokerAnswer::Topics { index, results } => break (index, results),
                 BrokerAnswer::NotLeader if std::time::Instant::now() < deadline => {
                     glommio::timer::sleep(Duration::from_millis(50)).await;
                 }
                 BrokerAnswer::NotLeader => return Err("the controller quorum has no leader".into()),
                 BrokerAnswer::Failed(e) => return Err(format!("the controller quorum: {e}")),
-                BrokerAnswer::Ok => return Err("the controller quorum gave no topic results".into()),
+                BrokerAnswer::Ok => return Err("the controller quorum gave no results".into()),
+                answer => break answer,
             }
         };
-        while self.topics().cluster_index < index {
+        let index = answer.index();
+        while self.cluster_synced.get() < index {
             if std::time::Instant::now() >= deadline {
                 log::warn!("shard {}: log index {index} not applied here within {SETTLE_LIMIT:?}", self.id);
                 break;
             }
             glommio::timer::sleep(Duration::from_millis(5)).await;
         }
-        // The change is published to every shard once the permit is free.
-        drop(self.controller_permit.acquire_permit(1).await.expect("controller permit: never closed"));
-        Ok(results)
+        Ok(answer)
+    }
+
+    async fn ask_topics(
+        self: &Rc<Self>,
+        link: &ClusterLink,
+        request: BrokerRequest,
+    ) -> Result<Vec<TopicResult>, String> {
+        match self.ask_quorum(link, request).await? {
+            BrokerAnswer::Topics { results, .. } => Ok(results),
+            other => Err(format!("the controller quorum answered a topic change with {other:?}")),
+        }
     }
 }
 

@@ -14,8 +14,9 @@ use crate::{
     shard::Shard,
 };
 
-/// One change, as the request names it.
-#[derive(Debug, Clone)]
+/// One change, as the request names it (and as the controller quorum's
+/// log carries it).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum CredentialChange {
     Delete { user: String, mechanism: i8 },
     Upsert { user: String, mechanism: i8, iterations: i32, salt: Vec<u8>, salted_password: Vec<u8> },
@@ -60,55 +61,80 @@ impl Shard {
     /// named twice in one request gets DUPLICATE_RESOURCE for all of its
     /// changes, as Kafka answers.
     pub(super) async fn alter_credentials(self: &Rc<Self>, changes: Vec<CredentialChange>) -> Vec<UserOutcome> {
+        if let Some(link) = &self.settings.cluster {
+            return self.alter_cluster_credentials(link, changes).await;
+        }
         let _permit = self.controller_permit.acquire_permit(1).await.expect("controller permit: never closed");
-        let mut next = (*self.credentials()).clone();
-        let mut outcomes: Vec<UserOutcome> = Vec::new();
-        let mut counts = std::collections::HashMap::<&str, usize>::new();
-        for c in &changes {
-            *counts.entry(c.user()).or_default() += 1;
-        }
-        for change in &changes {
-            let user = change.user().to_string();
-            if outcomes.iter().any(|(u, _, _)| *u == user) {
-                continue;
-            }
-            let outcome = if counts[change.user()] > 1 {
-                (errors::DUPLICATE_RESOURCE, Some(format!("user {user:?} is named more than once in the request")))
-            } else {
-                match apply(&mut next, change) {
-                    Ok(()) => (errors::NONE, None),
-                    Err(e) => e,
-                }
-            };
-            outcomes.push((user, outcome.0, outcome.1));
-        }
+        let (next, outcomes, _) = changed(&self.credentials(), &changes);
         if next != *self.credentials() {
-            let (dir, to_save) = (self.settings.data_dir.clone(), next.clone());
-            if let Err(e) = glommio::executor().spawn_blocking(move || to_save.save(&dir)).await {
-                log::error!("shard {}: cannot persist SCRAM credentials: {e}", self.id);
-                let message = Some(format!("cannot persist SCRAM credentials: {e}"));
+            if let Err(e) = self.publish_credentials(next).await {
+                let message = Some(e);
                 return outcomes
                     .into_iter()
                     .map(|(u, _, _)| (u, errors::KAFKA_STORAGE_ERROR, message.clone()))
                     .collect();
             }
-            let credentials = Arc::new(next);
-            let mut tasks = Vec::new();
-            for target in 0..self.count {
-                let (shard, credentials) = (self.clone(), credentials.clone());
-                tasks.push(glommio::spawn_local(
-                    async move { shard.ask(target, ApplyCredentials { credentials }).await },
-                ));
-            }
-            for t in tasks {
-                let _ = t.await; // a shard already gone (shutdown) needs none
-            }
         }
         outcomes
     }
+
+    /// Saves `next`, then has every shard swap it in.
+    pub(super) async fn publish_credentials(self: &Rc<Self>, next: Credentials) -> Result<(), String> {
+        let (dir, to_save) = (self.settings.data_dir.clone(), next.clone());
+        if let Err(e) = glommio::executor().spawn_blocking(move || to_save.save(&dir)).await {
+            log::error!("shard {}: cannot persist SCRAM credentials: {e}", self.id);
+            return Err(format!("cannot persist SCRAM credentials: {e}"));
+        }
+        let credentials = Arc::new(next);
+        let mut tasks = Vec::new();
+        for target in 0..self.count {
+            let (shard, credentials) = (self.clone(), credentials.clone());
+            tasks.push(glommio::spawn_local(async move { shard.ask(target, ApplyCredentials { credentials }).await }));
+        }
+        for t in tasks {
+            let _ = t.await; // a shard already gone (shutdown) needs none
+        }
+        Ok(())
+    }
 }
 
-fn apply(next: &mut Credentials, change: &CredentialChange) -> Result<(), (ErrorCode, Option<String>)> {
+/// `changes` applied to `current`: the new credentials, each user's
+/// outcome in request order, and the changes that took (a user named
+/// twice in one request is refused, as Kafka does).
+pub fn changed(
+    current: &Credentials,
+    changes: &[CredentialChange],
+) -> (Credentials, Vec<UserOutcome>, Vec<CredentialChange>) {
+    let mut next = current.clone();
+    let mut outcomes: Vec<UserOutcome> = Vec::new();
+    let mut took = Vec::new();
+    let mut counts = std::collections::HashMap::<&str, usize>::new();
+    for c in changes {
+        *counts.entry(c.user()).or_default() += 1;
+    }
+    for change in changes {
+        let user = change.user().to_string();
+        if outcomes.iter().any(|(u, _, _)| *u == user) {
+            continue;
+        }
+        let outcome = if counts[change.user()] > 1 {
+            (errors::DUPLICATE_RESOURCE, Some(format!("user {user:?} is named more than once in the request")))
+        } else {
+            match apply(&mut next, change) {
+                Ok(()) => {
+                    took.push(change.clone());
+                    (errors::NONE, None)
+                }
+                Err(e) => e,
+            }
+        };
+        outcomes.push((user, outcome.0, outcome.1));
+    }
+    (next, outcomes, took)
+}
+
+/// One change applied to `next`, or Kafka's refusal of it.
+pub fn apply(next: &mut Credentials, change: &CredentialChange) -> Result<(), (ErrorCode, Option<String>)> {
     let refused = |r: Refusal, user: &str, m: i8| match r {
         Refusal::NotFound => (
             errors::RESOURCE_NOT_FOUND,

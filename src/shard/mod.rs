@@ -16,6 +16,7 @@ pub mod topic_configs;
 pub mod topic_errors;
 pub mod topics;
 
+mod cluster_security;
 pub mod cluster_topics;
 pub mod group_glue;
 pub mod journal_glue;
@@ -182,6 +183,9 @@ pub struct Shard {
     acl_permit: glommio::sync::Semaphore,
     /// This shard's copy of the SCRAM credentials (`credentials_admin`).
     credentials: RefCell<Arc<crate::security::credentials::Credentials>>,
+    /// Controller shard, in a metadata quorum: the last log index whose
+    /// topics, ACLs and credentials every shard has (`cluster_topics`).
+    cluster_synced: Cell<u64>,
     /// The shard journal durable appends go through (`journal_glue`).
     pub(crate) journal: std::cell::OnceCell<Rc<crate::storage::journal::Journal>>,
     /// The journals left by the last run, while this shard opens its
@@ -221,6 +225,7 @@ impl Shard {
             acls: RefCell::new(Arc::default()),
             acl_permit: glommio::sync::Semaphore::new(1),
             credentials,
+            cluster_synced: Cell::new(0),
             journal: Default::default(),
             replay: RefCell::new(None),
         })

@@ -5,6 +5,7 @@
 pub mod acls;
 pub mod broker;
 pub mod child;
+pub mod cluster;
 pub mod consume;
 pub mod consumer_cli;
 pub mod members;

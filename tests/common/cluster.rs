@@ -1,0 +1,104 @@
+//! Three broker processes in one metadata quorum on 127.0.0.1, and what
+//! the cluster tests ask of them.
+
+use std::{
+    path::Path,
+    time::{Duration, Instant},
+};
+
+use kafka_protocol::messages::{ApiKey, MetadataRequest, MetadataResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+
+use super::{
+    broker::{free_port, Broker},
+    wire::Wire,
+};
+
+/// Brokers 1, 2 and 3, each with its own data directory `dir/b<id>`.
+pub fn start_three(dir: &Path) -> Vec<(i32, Broker)> {
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let quorum = (1..=3).zip(&ports).map(|(id, p)| format!("{id}@127.0.0.1:{p}")).collect::<Vec<_>>().join(",");
+    (1..=3)
+        .map(|id| {
+            let config = format!(
+                "node_id = {id}\ncontroller_quorum = \"{quorum}\"\n\
+                 broker_heartbeat_interval_ms = 200\nbroker_session_timeout_ms = 3000\n"
+            );
+            (id, Broker::start_with_config(&dir.join(format!("b{id}")), 1, &config, &[]))
+        })
+        .collect()
+}
+
+/// Metadata v12 for `topics` (None: every topic), creating missing ones
+/// when `create`.
+pub fn metadata(broker: &Broker, topics: Option<&[&str]>, create: bool) -> MetadataResponse {
+    let mut wire = Wire::connect(&broker.bootstrap());
+    let mut request = MetadataRequest::default();
+    request.topics = topics.map(|ts| {
+        ts.iter()
+            .map(|t| {
+                let mut r = kafka_protocol::messages::metadata_request::MetadataRequestTopic::default();
+                r.name = Some(TopicName(StrBytes::from_string(t.to_string())));
+                r
+            })
+            .collect()
+    });
+    request.allow_auto_topic_creation = create;
+    wire.call(ApiKey::Metadata, 12, &request)
+}
+
+/// Each partition's leader as `broker` tells it, or the topic's error.
+pub fn leaders(broker: &Broker, topic: &str) -> Result<Vec<i32>, i16> {
+    let response = metadata(broker, Some(&[topic]), false);
+    let t = &response.topics[0];
+    if t.error_code != 0 {
+        return Err(t.error_code);
+    }
+    let mut ps: Vec<_> = t.partitions.iter().map(|p| (p.partition_index, p.leader_id.0)).collect();
+    ps.sort();
+    Ok(ps.into_iter().map(|(_, l)| l).collect())
+}
+
+/// Waits until every broker gives `topic` the same leaders (or the same
+/// error); returns them.
+pub fn agreed_leaders(brokers: &[(i32, Broker)], topic: &str) -> Result<Vec<i32>, i16> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let seen: Vec<_> = brokers.iter().map(|(_, b)| leaders(b, topic)).collect();
+        if seen.iter().all(|s| *s == seen[0]) && seen[0].as_ref().is_ok_and(|l| !l.contains(&-1)) {
+            return seen[0].clone();
+        }
+        if seen.iter().all(|s| *s == seen[0]) && seen[0].is_err() {
+            return seen[0].clone();
+        }
+        assert!(Instant::now() < deadline, "brokers disagree on {topic}: {seen:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+pub fn wait_for_three(brokers: &[(i32, Broker)]) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let listed: Vec<Vec<i32>> = brokers
+            .iter()
+            .map(|(_, b)| metadata(b, Some(&[]), false).brokers.iter().map(|x| x.node_id.0).collect())
+            .collect();
+        if listed.iter().all(|l| *l == [1, 2, 3]) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the three brokers never listed each other: {listed:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The broker with node id `id`.
+pub fn broker(brokers: &[(i32, Broker)], id: i32) -> &Broker {
+    &brokers.iter().find(|(i, _)| *i == id).unwrap().1
+}
+
+/// A batch of one record.
+pub fn one_record(value: &str) -> bytes::Bytes {
+    let record =
+        shardlog::protocol::record_batch::Record { key: None, value: Some(value.as_bytes()), timestamp_delta: 0 };
+    bytes::Bytes::from(shardlog::protocol::record_batch::encode_batch(&[record], 1_700_000_000_000))
+}
