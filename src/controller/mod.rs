@@ -1,12 +1,16 @@
-//! The metadata quorum (issue 18, first part): a Raft group of the brokers
-//! named by `--controller-quorum`, on openraft. Its log holds the brokers
-//! and whether each is fenced; brokers learn the cluster from it.
+//! The metadata quorum (issue 18, first parts): a Raft group of the
+//! brokers named by `--controller-quorum`, on openraft. Its log holds the
+//! brokers and whether each is fenced, the topics with each partition's
+//! leader, the ACLs and the SCRAM credentials; brokers learn the cluster
+//! from it.
 //!
 //! It is the control plane and runs beside the shards, never on them: one
 //! thread of its own with a single-threaded tokio runtime (openraft's), and
 //! its own TCP port (`network`). What the shards read of it is a
 //! [`ClusterView`] published on a watch channel after every change, read
-//! by Metadata and DescribeCluster, never on the produce or fetch path.
+//! by Metadata, DescribeCluster and FindCoordinator and followed by the
+//! controller shard (`shard::cluster_topics`), never on the produce or
+//! fetch path; they ask it for changes through a [`ClusterLink`].
 //!
 //! Liveness follows Kafka's KRaft: every broker sends the leader a
 //! heartbeat each `broker_heartbeat_interval_ms`; the leader fences a
