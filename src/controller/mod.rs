@@ -21,8 +21,12 @@
 //! Without `--controller-quorum` none of this starts and the broker is
 //! alone, as before.
 
+mod changes;
 mod network;
 mod store;
+mod view;
+
+pub use view::{advertised_brokers, broker_address, AdvertisedBroker};
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -42,13 +46,11 @@ use openraft::{
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    protocol::errors,
     security::{acl::Acl, acl::AclSet, credentials::Credentials},
     shard::{
         acl_admin::ChangeAcls,
         credentials_admin::{CredentialChange, UserOutcome},
         topics::TopicId,
-        BrokerSettings,
     },
 };
 
@@ -380,172 +382,6 @@ impl Controller {
         self.write(command).await.map_or_else(|answer| answer, |_| BrokerAnswer::Ok)
     }
 
-    /// On the leader: places each new topic's partitions on the live
-    /// brokers and writes them to the log in one entry.
-    async fn create_topics(&self, specs: Vec<TopicSpec>) -> BrokerAnswer {
-        let (live, existing): (Vec<i32>, Vec<String>) = {
-            let view = self.published.borrow();
-            let live = view.brokers.iter().filter(|(_, b)| !b.fenced).map(|(id, _)| *id).collect();
-            (live, view.topics.keys().cloned().collect())
-        };
-        let mut results = Vec::with_capacity(specs.len());
-        let mut new: Vec<ClusterTopic> = Vec::new();
-        for spec in specs {
-            let mut r = TopicResult { name: spec.name.clone(), error: errors::NONE, message: None, id: [0; 16] };
-            if existing.contains(&spec.name) || new.iter().any(|t| t.name == spec.name) {
-                r.error = errors::TOPIC_ALREADY_EXISTS;
-                r.message = Some(format!("topic {} already exists", spec.name));
-            } else if live.is_empty() {
-                r.error = errors::INVALID_REPLICATION_FACTOR;
-                r.message = Some(format!("topic {}: no live broker to lead its partitions", spec.name));
-            } else {
-                let topic = ClusterTopic {
-                    leaders: place(&spec.name, spec.partitions, &live),
-                    name: spec.name,
-                    id: crate::shard::topics::new_topic_id(),
-                    configs: spec.configs,
-                };
-                r.id = topic.id.0;
-                new.push(topic);
-            }
-            results.push(r);
-        }
-        if new.is_empty() {
-            return BrokerAnswer::Topics { index: 0, results };
-        }
-        let index = match self.write(Command::CreateTopics(new)).await {
-            Ok(index) => index,
-            Err(answer) => return answer,
-        };
-        // Two brokers' requests for one name can both pass the check above;
-        // the log keeps the first, and the second is told so.
-        let view = self.published.borrow();
-        for r in results.iter_mut().filter(|r| r.error == errors::NONE) {
-            if view.topics.get(&r.name).is_none_or(|t| t.id.0 != r.id) {
-                r.error = errors::TOPIC_ALREADY_EXISTS;
-                r.message = Some(format!("topic {} already exists", r.name));
-            }
-        }
-        BrokerAnswer::Topics { index, results }
-    }
-
-    /// On the leader: removes topics from the log; every broker then drops
-    /// the partitions it had of them.
-    async fn delete_topics(&self, names: Vec<String>) -> BrokerAnswer {
-        let view = self.published.borrow().topics.clone();
-        let mut results = Vec::with_capacity(names.len());
-        let mut gone = Vec::new();
-        for name in names {
-            let mut r = TopicResult { name: name.clone(), error: errors::NONE, message: None, id: [0; 16] };
-            match view.get(&name) {
-                Some(t) => {
-                    r.id = t.id.0;
-                    gone.push(name);
-                }
-                None => {
-                    r.error = errors::UNKNOWN_TOPIC_OR_PARTITION;
-                    r.message = Some(format!("topic {name} does not exist"));
-                }
-            }
-            results.push(r);
-        }
-        if gone.is_empty() {
-            return BrokerAnswer::Topics { index: 0, results };
-        }
-        match self.write(Command::DeleteTopics(gone)).await {
-            Ok(index) => BrokerAnswer::Topics { index, results },
-            Err(answer) => answer,
-        }
-    }
-
-    /// On the leader: grows topics (placing the new partitions on the live
-    /// brokers) and replaces their configs, in one entry.
-    async fn alter_topics(&self, changes: Vec<TopicAlteration>) -> BrokerAnswer {
-        let (live, topics) = {
-            let view = self.published.borrow();
-            let live: Vec<i32> = view.brokers.iter().filter(|(_, b)| !b.fenced).map(|(id, _)| *id).collect();
-            (live, view.topics.clone())
-        };
-        let mut results = Vec::with_capacity(changes.len());
-        let mut logged = Vec::new();
-        for mut change in changes {
-            let name = change.topic().to_string();
-            let mut r = TopicResult { name: name.clone(), error: errors::NONE, message: None, id: [0; 16] };
-            let Some(topic) = topics.get(&name) else {
-                r.error = errors::UNKNOWN_TOPIC_OR_PARTITION;
-                r.message = Some(format!("topic {name} does not exist"));
-                results.push(r);
-                continue;
-            };
-            r.id = topic.id.0;
-            if let TopicAlteration::Partitions { count, leaders, .. } = &mut change {
-                let have = topic.leaders.len() as i32;
-                if *count <= have || live.is_empty() {
-                    r.error = errors::INVALID_PARTITIONS;
-                    r.message = Some(format!("topic {name} has {have} partitions; cannot grow it to {count}"));
-                    results.push(r);
-                    continue;
-                }
-                let placed = place(&name, *count, &live);
-                *leaders = placed[have as usize..].to_vec();
-            }
-            logged.push(change);
-            results.push(r);
-        }
-        if logged.is_empty() {
-            return BrokerAnswer::Topics { index: 0, results };
-        }
-        let grown: Vec<(String, usize)> = logged
-            .iter()
-            .filter_map(|c| match c {
-                TopicAlteration::Partitions { name, count, .. } => Some((name.clone(), *count as usize)),
-                TopicAlteration::Configs { .. } => None,
-            })
-            .collect();
-        let index = match self.write(Command::AlterTopics(logged)).await {
-            Ok(index) => index,
-            Err(answer) => return answer,
-        };
-        // Two growths of one topic can both pass the check above; the log
-        // applies the first, and the second is told the count it found.
-        let view = self.published.borrow();
-        for (name, count) in grown {
-            let now = view.topics.get(&name).map_or(0, |t| t.leaders.len());
-            if now != count {
-                if let Some(r) = results.iter_mut().find(|r| r.name == name) {
-                    r.error = errors::INVALID_PARTITIONS;
-                    r.message = Some(format!("topic {name} was grown to {now} partitions at the same time"));
-                }
-            }
-        }
-        BrokerAnswer::Topics { index, results }
-    }
-
-    /// On the leader: an ACL change, logged whole; answered with what each
-    /// delete filter removed from the set the log holds now.
-    async fn change_acls(&self, change: ChangeAcls) -> BrokerAnswer {
-        let current = self.published.borrow().acls.clone().unwrap_or_default();
-        let (_, deleted) = crate::shard::acl_admin::acls_changed(&current, &change);
-        match self.write(Command::ChangeAcls(change)).await {
-            Ok(index) => BrokerAnswer::Acls { index, deleted },
-            Err(answer) => answer,
-        }
-    }
-
-    /// On the leader: SCRAM credential changes checked against the log's
-    /// credentials; the acceptable ones are logged.
-    async fn alter_credentials(&self, changes: Vec<CredentialChange>) -> BrokerAnswer {
-        let current = self.published.borrow().credentials.clone().unwrap_or_default();
-        let (_, outcomes, took) = crate::shard::credentials_admin::changed(&current, &changes);
-        if took.is_empty() {
-            return BrokerAnswer::Users { index: 0, outcomes };
-        }
-        match self.write(Command::AlterCredentials(took)).await {
-            Ok(index) => BrokerAnswer::Users { index, outcomes },
-            Err(answer) => answer,
-        }
-    }
-
     /// Answers the shards' questions (`ClusterLink::ask`), each on a task
     /// of its own so a slow write holds up no other.
     async fn answer_shards(self: Arc<Self>, mut asks: tokio::sync::mpsc::UnboundedReceiver<Ask>) {
@@ -674,13 +510,6 @@ impl Controller {
     }
 }
 
-/// Leaders for a new topic's partitions: round-robin over the live brokers,
-/// starting at one picked from the name so small topics spread out.
-fn place(topic: &str, partitions: i32, live: &[i32]) -> Vec<i32> {
-    let start = topic.bytes().fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(b as usize));
-    (0..partitions.max(0) as usize).map(|p| live[(start + p) % live.len()]).collect()
-}
-
 /// The longest a silent broker stays unfenced past its session.
 const FENCE_CHECK_EVERY: Duration = Duration::from_millis(250);
 
@@ -792,57 +621,6 @@ async fn open(
         leaving: AtomicBool::new(false),
     });
     Ok((controller, listener))
-}
-
-/// A broker as Metadata and DescribeCluster list it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AdvertisedBroker {
-    pub node_id: i32,
-    pub host: String,
-    pub port: i32,
-}
-
-/// The brokers a client on `listener` is told of, and the controller id
-/// it is given. Alone: this broker, its own controller. In a quorum: every
-/// registered broker not fenced, at its address for the same listener name
-/// (this broker always, so a client never loses the broker it talks to),
-/// and the Raft leader when it is one of them (else this broker: admin
-/// requests sent to the controller id must reach a live broker).
-///
-/// `borrow()` takes the watch channel's read lock for the copy below: off
-/// the data path, as only Metadata and DescribeCluster call this (clients
-/// ask at start, on errors and every few minutes), never produce or fetch;
-/// the controller thread writes it only when the leader or a broker changes.
-pub fn advertised_brokers(settings: &BrokerSettings, listener: &str) -> (Vec<AdvertisedBroker>, i32) {
-    let (host, port) = crate::server::listeners::advertised_for(settings, listener);
-    let me = AdvertisedBroker { node_id: settings.node_id, host: host.to_string(), port };
-    let Some(cluster) = &settings.cluster else {
-        return (vec![me], settings.node_id);
-    };
-    let view = cluster.view.borrow();
-    let mut brokers: Vec<AdvertisedBroker> = view
-        .brokers
-        .values()
-        .filter(|b| !b.fenced && b.info.node_id != settings.node_id)
-        .filter_map(|b| {
-            let l = b.info.listeners.iter().find(|l| l.name == listener).or(b.info.listeners.first())?;
-            Some(AdvertisedBroker { node_id: b.info.node_id, host: l.host.clone(), port: l.port })
-        })
-        .collect();
-    brokers.push(me);
-    brokers.sort_by_key(|b| b.node_id);
-    let controller = view.leader.filter(|l| brokers.iter().any(|b| b.node_id == *l)).unwrap_or(settings.node_id);
-    (brokers, controller)
-}
-
-/// Where a client on `listener` reaches the broker `node_id`, while the
-/// quorum has it unfenced. Like `advertised_brokers`, off the data path
-/// (FindCoordinator only).
-pub fn broker_address(settings: &BrokerSettings, listener: &str, node_id: i32) -> Option<(String, i32)> {
-    let view = settings.cluster.as_ref()?.view.borrow();
-    let info = view.live(node_id)?;
-    let l = info.listeners.iter().find(|l| l.name == listener).or(info.listeners.first())?;
-    Some((l.host.clone(), l.port))
 }
 
 #[cfg(test)]
