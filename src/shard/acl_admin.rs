@@ -65,15 +65,8 @@ impl Shard {
             .await
             .map_err(|e| format!("cannot persist ACLs: {e}"))?;
         let next = Arc::new(next);
-        let mut tasks = Vec::new();
-        for target in 0..self.count {
-            let (shard, acls) = (self.clone(), next.clone());
-            tasks.push(glommio::spawn_local(async move { shard.ask(target, ApplyAcls { acls }).await }));
-        }
-        for t in tasks {
-            // A shard already gone (shutdown) serves no more requests.
-            let _ = t.await;
-        }
+        // A shard already gone (shutdown) serves no more requests.
+        self.ask_every(|| ApplyAcls { acls: next.clone() }).await;
         Ok(())
     }
 }

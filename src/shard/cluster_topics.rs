@@ -125,28 +125,16 @@ impl Shard {
         validate_only: bool,
     ) -> Vec<TopicOutcome> {
         let table = self.topics();
-        let mut outcomes = Vec::with_capacity(requested.len());
-        let mut specs = Vec::new();
-        for t in requested {
+        let checked = requested.into_iter().map(|t| {
             let partitions = if t.partitions == -1 { self.settings.default_partitions } else { t.partitions };
             let configs: BTreeMap<String, String> = t.configs.iter().cloned().collect();
             let mut outcome = outcome_for(&t.name, partitions);
-            match self.check_new_topic(&table, &t, partitions, &configs) {
-                Err(refusal) => {
-                    outcome.error = refusal.code;
-                    outcome.message = Some(refusal.message);
-                }
-                Ok(()) if validate_only => {}
-                Ok(()) => specs.push(TopicSpec { name: t.name.clone(), partitions, configs }),
-            }
-            outcomes.push(outcome);
-        }
-        if specs.is_empty() {
-            return outcomes;
-        }
-        let answers = self.ask_topics(link, BrokerRequest::CreateTopics(specs)).await;
-        merge(&mut outcomes, answers);
-        outcomes
+            let check = self.check_new_topic(&table, &t, partitions, &configs);
+            let spec = check.map(|()| TopicSpec { name: t.name.clone(), partitions, configs });
+            let asked = settle(&mut outcome, spec, validate_only);
+            (outcome, asked)
+        });
+        self.through_quorum(link, checked.collect(), BrokerRequest::CreateTopics).await
     }
 
     /// Controller shard, in a quorum: has the leader remove topics from the
@@ -157,32 +145,19 @@ impl Shard {
         names: Vec<String>,
     ) -> Vec<TopicOutcome> {
         let table = self.topics();
-        let mut outcomes = Vec::with_capacity(names.len());
-        let mut asked = Vec::new();
-        for name in names {
-            let mut o = outcome_for(&name, 0);
-            match table.topics.get(name.as_str()) {
-                Some(m) if m.internal => {
-                    o.error = errors::INVALID_TOPIC_EXCEPTION;
-                    o.message = Some(format!("{name} is an internal topic and cannot be deleted"));
-                }
-                Some(m) if m.leaders.is_empty() => {
-                    o.error = errors::INVALID_REQUEST;
-                    o.message = Some(format!(
-                        "topic {name} is this broker's own, from before it joined the quorum; \
-                         it can only be deleted with the broker alone"
-                    ));
-                }
-                _ => asked.push(name),
-            }
-            outcomes.push(o);
-        }
-        if asked.is_empty() {
-            return outcomes;
-        }
-        let answers = self.ask_topics(link, BrokerRequest::DeleteTopics(asked)).await;
-        merge(&mut outcomes, answers);
-        outcomes
+        let checked = names.into_iter().map(|name| {
+            let mut outcome = outcome_for(&name, 0);
+            let check = match table.topics.get(name.as_str()) {
+                Some(m) if m.internal => Err(Refusal::new(
+                    errors::INVALID_TOPIC_EXCEPTION,
+                    format!("{name} is an internal topic and cannot be deleted"),
+                )),
+                _ => only_quorum(&table, &name),
+            };
+            let asked = settle(&mut outcome, check.map(|()| name.clone()), false);
+            (outcome, asked)
+        });
+        self.through_quorum(link, checked.collect(), BrokerRequest::DeleteTopics).await
     }
 
     /// Controller shard, in a quorum: CreatePartitions, checked here and
@@ -204,7 +179,7 @@ impl Shard {
             let asked = settle(&mut outcome, check.map(|()| change), validate_only);
             (outcome, asked)
         });
-        self.alter_through_quorum(link, checked.collect()).await
+        self.through_quorum(link, checked.collect(), BrokerRequest::AlterTopics).await
     }
 
     /// Controller shard, in a quorum: AlterConfigs and
@@ -224,26 +199,44 @@ impl Shard {
             let asked = settle(&mut outcome, change, validate_only);
             (outcome, asked)
         });
-        self.alter_through_quorum(link, checked.collect()).await
+        self.through_quorum(link, checked.collect(), BrokerRequest::AlterTopics).await
     }
 
-    async fn alter_through_quorum(
+    /// Sends what passed the checks here (`Some`) to the leader as one
+    /// request made by `request`, and puts its results into their
+    /// outcomes; the others keep their refusal (or, validated only, no
+    /// error) and the quorum is not asked for them.
+    async fn through_quorum<T: Named>(
         self: &Rc<Self>,
         link: &ClusterLink,
-        checked: Vec<(TopicOutcome, Option<TopicAlteration>)>,
+        checked: Vec<(TopicOutcome, Option<T>)>,
+        request: impl FnOnce(Vec<T>) -> BrokerRequest,
     ) -> Vec<TopicOutcome> {
-        let (mut outcomes, asked): (Vec<TopicOutcome>, Vec<Option<TopicAlteration>>) = checked.into_iter().unzip();
-        let asked: Vec<TopicAlteration> = asked.into_iter().flatten().collect();
+        let (mut outcomes, asked): (Vec<TopicOutcome>, Vec<Option<T>>) = checked.into_iter().unzip();
+        let asked: Vec<T> = asked.into_iter().flatten().collect();
         if asked.is_empty() {
-            // Refused or validated only: the quorum is not asked, and no
-            // outcome still without an error expects an answer from it.
             return outcomes;
         }
         let names: Vec<String> = asked.iter().map(|a| a.topic().to_string()).collect();
-        let answers = self.ask_topics(link, BrokerRequest::AlterTopics(asked)).await;
-        let mut sent: Vec<&mut TopicOutcome> =
-            outcomes.iter_mut().filter(|o| o.error == errors::NONE && names.contains(&o.name)).collect();
-        merge_into(&mut sent, answers);
+        let answers = self.ask_topics(link, request(asked)).await;
+        let sent = outcomes.iter_mut().filter(|o| o.error == errors::NONE && names.contains(&o.name));
+        match answers {
+            Ok(results) => {
+                for o in sent {
+                    if let Some(r) = results.iter().find(|r| r.name == o.name) {
+                        o.error = r.error;
+                        o.message = r.message.clone();
+                        o.id = r.id;
+                    }
+                }
+            }
+            Err(e) => {
+                for o in sent {
+                    o.error = errors::REQUEST_TIMED_OUT;
+                    o.message = Some(format!("topic {}: {e}", o.name));
+                }
+            }
+        }
         outcomes
     }
 
@@ -291,31 +284,26 @@ impl Shard {
     }
 }
 
-/// Puts the leader's results into the outcomes of the topics it was asked
-/// about (those still without an error here).
-fn merge(outcomes: &mut [TopicOutcome], answers: Result<Vec<TopicResult>, String>) {
-    let mut asked: Vec<&mut TopicOutcome> = outcomes.iter_mut().filter(|o| o.error == errors::NONE).collect();
-    merge_into(&mut asked, answers);
+/// What a topic change asked of the quorum is about.
+trait Named {
+    fn topic(&self) -> &str;
 }
 
-fn merge_into(asked: &mut [&mut TopicOutcome], answers: Result<Vec<TopicResult>, String>) {
-    let asked = asked.iter_mut();
-    match answers {
-        Ok(results) => {
-            for o in asked {
-                if let Some(r) = results.iter().find(|r| r.name == o.name) {
-                    o.error = r.error;
-                    o.message = r.message.clone();
-                    o.id = r.id;
-                }
-            }
-        }
-        Err(e) => {
-            for o in asked {
-                o.error = errors::REQUEST_TIMED_OUT;
-                o.message = Some(format!("topic {}: {e}", o.name));
-            }
-        }
+impl Named for TopicSpec {
+    fn topic(&self) -> &str {
+        &self.name
+    }
+}
+
+impl Named for String {
+    fn topic(&self) -> &str {
+        self
+    }
+}
+
+impl Named for TopicAlteration {
+    fn topic(&self) -> &str {
+        TopicAlteration::topic(self)
     }
 }
 

@@ -86,14 +86,7 @@ impl Shard {
             return Err(format!("cannot persist SCRAM credentials: {e}"));
         }
         let credentials = Arc::new(next);
-        let mut tasks = Vec::new();
-        for target in 0..self.count {
-            let (shard, credentials) = (self.clone(), credentials.clone());
-            tasks.push(glommio::spawn_local(async move { shard.ask(target, ApplyCredentials { credentials }).await }));
-        }
-        for t in tasks {
-            let _ = t.await; // a shard already gone (shutdown) needs none
-        }
+        self.ask_every(|| ApplyCredentials { credentials: credentials.clone() }).await;
         Ok(())
     }
 }

@@ -262,6 +262,22 @@ impl Shard {
         out
     }
 
+    /// Makes the call `make` gives on every shard at once and waits for all
+    /// the replies, by shard; a shard already gone (shutdown) has none.
+    pub async fn ask_every<C: CrossShard>(self: &Rc<Self>, make: impl Fn() -> C) -> Vec<Option<C::Reply>> {
+        let tasks: Vec<_> = (0..self.count)
+            .map(|target| {
+                let (shard, call) = (self.clone(), make());
+                glommio::spawn_local(async move { shard.ask(target, call).await.ok() })
+            })
+            .collect();
+        let mut replies = Vec::with_capacity(tasks.len());
+        for t in tasks {
+            replies.push(t.await);
+        }
+        replies
+    }
+
     /// Makes `call` on shard `target` and waits for its reply; a plain call
     /// when `target` is this shard. `Err(Unavailable)` only when the target
     /// is gone, which happens during shutdown.

@@ -290,18 +290,9 @@ impl Shard {
             .await
             .map_err(|e| format!("cannot persist topic metadata: {e}"))?;
         let table = Arc::new(table);
-        let mut tasks = Vec::new();
-        for target in 0..self.count {
-            let (shard, table) = (self.clone(), table.clone());
-            tasks.push(glommio::spawn_local(async move { shard.ask(target, ApplyTopics { table }).await }));
-        }
-        let mut failed = Vec::new();
-        for t in tasks {
-            // A shard already gone (shutdown) has nothing left to open.
-            if let Ok(f) = t.await {
-                failed.extend(f);
-            }
-        }
+        // A shard already gone (shutdown) has nothing left to open.
+        let failed = self.ask_every(|| ApplyTopics { table: table.clone() }).await;
+        let failed: Vec<OpenFailure> = failed.into_iter().flatten().flatten().collect();
         Ok(failed)
     }
 }
