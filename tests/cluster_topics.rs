@@ -16,7 +16,9 @@ use std::{
 
 use common::{
     broker::Broker,
-    cluster::{agreed_leaders, broker, metadata, one_record, start_three, wait_for_three},
+    cluster::{
+        agreed_leaders, broker, metadata, one_record, start_cluster, start_three, wait_for_brokers, wait_for_three,
+    },
     wire::{create_topic, fetch_request, produce, Wire},
 };
 use kafka_protocol::messages::{
@@ -277,5 +279,69 @@ fn a_transaction_commits_and_aborts_across_brokers() {
     }
     for (_, b) in brokers.iter_mut() {
         b.stop();
+    }
+}
+
+/// A fourth broker whose node id is not a voter's joins the cluster as a
+/// broker only: it is listed, leads its share of a topic created through
+/// it, serves librdkafka, keeps working when the quorum's leader dies, and
+/// leaves Metadata at once when it stops cleanly.
+#[test]
+fn a_broker_outside_the_quorum_joins_the_cluster() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut brokers = start_cluster(dir.path(), 3, 4);
+    wait_for_brokers(&brokers, &[1, 2, 3, 4]);
+    let fourth = broker(&brokers, 4).bootstrap();
+    assert_eq!(create_topic(&mut Wire::connect(&fourth), "wide", 8), 0);
+    let placed = agreed_leaders(&brokers, "wide").expect("wide exists everywhere");
+    for id in 1..=4 {
+        assert_eq!(placed.iter().filter(|&&l| l == id).count(), 2, "two partitions each: {placed:?}");
+    }
+    let controller = metadata(broker(&brokers, 4), Some(&[]), false).controller_id.0;
+    assert!((1..=3).contains(&controller), "a voter is the controller, not {controller}");
+
+    let records: Vec<(i32, String)> = (0..40).map(|i| (i % 8, format!("w{i}"))).collect();
+    assert_eq!(common::produce::produce(&fourth, "wide", &records).len(), 40);
+    let got = consume_in_group(&fourth, "wide-readers", "wide", 40);
+    assert_eq!(got.values().map(Vec::len).sum::<usize>(), 40, "{got:?}");
+
+    // The quorum's leader dies; the fourth broker finds the next one.
+    let at = brokers.iter().position(|(id, _)| *id == controller).unwrap();
+    brokers[at].1.kill();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (code, message) = loop {
+        let answer = common::wire::create_topic_answer(&mut Wire::connect(&fourth), "after", 4);
+        if answer.0 == 0 || Instant::now() > deadline {
+            break answer;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(code, 0, "created through broker 4 after the leader's SIGKILL: {message}");
+    let others: Vec<(i32, &Broker)> =
+        brokers.iter().filter(|(id, _)| *id != controller).map(|(id, b)| (*id, b)).collect();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while others.iter().any(|(_, b)| common::cluster::leaders(b, "after").is_err()) {
+        assert!(Instant::now() < deadline, "the live brokers never all knew the topic made after the kill");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // A clean stop of the fourth: the quorum fences it at once.
+    let b4 = brokers.iter().position(|(id, _)| *id == 4).unwrap();
+    brokers[b4].1.stop();
+    let live: Vec<i32> = (1..=3).filter(|id| *id != controller).collect();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        let listed: Vec<i32> =
+            metadata(broker(&brokers, live[0]), Some(&[]), false).brokers.iter().map(|b| b.node_id.0).collect();
+        if !listed.contains(&4) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "broker 4 still listed after its clean stop: {listed:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for (id, b) in brokers.iter_mut() {
+        if *id != controller && *id != 4 {
+            b.stop();
+        }
     }
 }

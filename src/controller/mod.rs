@@ -22,7 +22,9 @@
 //! alone, as before.
 
 mod changes;
+mod member;
 mod network;
+mod observer;
 mod store;
 mod view;
 
@@ -32,10 +34,7 @@ use std::{
     collections::{BTreeMap, HashMap},
     io::Cursor,
     path::PathBuf,
-    sync::{
-        atomic::{AtomicBool, Ordering},
-        Arc, Mutex,
-    },
+    sync::{atomic::AtomicBool, Arc, Mutex},
     time::{Duration, Instant},
 };
 
@@ -382,21 +381,8 @@ impl Controller {
         self.write(command).await.map_or_else(|answer| answer, |_| BrokerAnswer::Ok)
     }
 
-    /// Answers the shards' questions (`ClusterLink::ask`), each on a task
-    /// of its own so a slow write holds up no other.
-    async fn answer_shards(self: Arc<Self>, mut asks: tokio::sync::mpsc::UnboundedReceiver<Ask>) {
-        while let Some((request, reply)) = asks.recv().await {
-            let this = self.clone();
-            tokio::spawn(async move {
-                let mut peers = HashMap::new();
-                let answer = this.to_leader(&mut peers, request, WRITE_LIMIT + Duration::from_secs(1)).await;
-                let _ = reply.send(answer);
-            });
-        }
-    }
-
     /// Sends `request` to whichever member leads (this one included).
-    async fn to_leader(
+    async fn to_voter_leader(
         &self,
         peers: &mut HashMap<u64, network::Peer>,
         request: BrokerRequest,
@@ -412,49 +398,6 @@ impl Controller {
                 peer.call(&rpc, limit).await.unwrap_or_else(|e| BrokerAnswer::Failed(e.to_string()))
             }
         }
-    }
-
-    /// This broker's heartbeats, to whichever member leads, until it leaves.
-    async fn heartbeats(self: Arc<Self>, info: BrokerInfo, every: Duration) {
-        let mut peers: HashMap<u64, network::Peer> = HashMap::new();
-        let mut last_error = String::new();
-        while !self.leaving.load(Ordering::Acquire) {
-            let answer = self.to_leader(&mut peers, BrokerRequest::Heartbeat(info.clone()), every).await;
-            match answer {
-                BrokerAnswer::Ok
-                | BrokerAnswer::Topics { .. }
-                | BrokerAnswer::Acls { .. }
-                | BrokerAnswer::Users { .. } => last_error.clear(),
-                BrokerAnswer::NotLeader => {}
-                BrokerAnswer::Failed(e) if e != last_error => {
-                    log::warn!("controller: heartbeat of broker {} failed: {e}", info.node_id);
-                    last_error = e;
-                }
-                BrokerAnswer::Failed(_) => {}
-            }
-            tokio::time::sleep(every).await;
-        }
-    }
-
-    /// Waits for the broker's stop flag, then asks the leader to fence this
-    /// broker (retrying for up to `LEAVE_LIMIT`) and says so on `left`.
-    async fn leave_at_stop(self: Arc<Self>, stop: Arc<AtomicBool>, left: std::sync::mpsc::Sender<()>) {
-        while !stop.load(Ordering::Relaxed) {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        self.leaving.store(true, Ordering::Release);
-        let id = self.node_id as i32;
-        let deadline = Instant::now() + LEAVE_LIMIT;
-        let mut peers = HashMap::new();
-        while Instant::now() < deadline {
-            let answer = self.to_leader(&mut peers, BrokerRequest::Leaving(id), LEAVE_LIMIT / 4).await;
-            if matches!(answer, BrokerAnswer::Ok) {
-                let _ = left.send(());
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        log::warn!("controller: broker {id} left without being fenced (no leader answered in {LEAVE_LIMIT:?})");
     }
 
     /// On the leader: fences brokers whose session expired.
@@ -510,6 +453,25 @@ impl Controller {
     }
 }
 
+impl member::Member for Controller {
+    fn node_id(&self) -> i32 {
+        self.node_id as i32
+    }
+
+    fn leaving(&self) -> &AtomicBool {
+        &self.leaving
+    }
+
+    fn to_leader<'a>(
+        &'a self,
+        peers: &'a mut HashMap<u64, network::Peer>,
+        request: BrokerRequest,
+        limit: Duration,
+    ) -> impl std::future::Future<Output = BrokerAnswer> + Send + 'a {
+        self.to_voter_leader(peers, request, limit)
+    }
+}
+
 /// The longest a silent broker stays unfenced past its session.
 const FENCE_CHECK_EVERY: Duration = Duration::from_millis(250);
 
@@ -528,10 +490,7 @@ const LEAVE_LIMIT: Duration = Duration::from_secs(3);
 pub fn start(settings: ControllerSettings) -> Result<ControllerHandle, String> {
     let me = settings.node_id as u64;
     let Some(node) = settings.voters.get(&me) else {
-        return Err(format!(
-            "node {} is not in --controller-quorum; every broker must be a quorum member for now",
-            settings.node_id
-        ));
+        return observer::start(settings);
     };
     let bind = node.addr.clone();
     let (tx, rx) = tokio::sync::watch::channel(ClusterView::default());
@@ -561,9 +520,9 @@ pub fn start(settings: ControllerSettings) -> Result<ControllerHandle, String> {
                 let _ = ready_tx.send(Ok(()));
                 tokio::spawn(controller.clone().publish_leader());
                 tokio::spawn(controller.clone().fence_expired());
-                tokio::spawn(controller.clone().heartbeats(settings.broker.clone(), settings.heartbeat_every));
-                tokio::spawn(controller.clone().leave_at_stop(settings.stop.clone(), left_tx));
-                tokio::spawn(controller.clone().answer_shards(asked));
+                tokio::spawn(member::heartbeats(controller.clone(), settings.broker.clone(), settings.heartbeat_every));
+                tokio::spawn(member::leave_at_stop(controller.clone(), settings.stop.clone(), left_tx));
+                tokio::spawn(member::answer_shards(controller.clone(), asked));
                 network::serve(listener, controller).await;
             });
         })

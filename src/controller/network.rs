@@ -4,7 +4,8 @@
 //! by openraft's time limit for it.
 //!
 //! Besides Raft's own three RPCs, a broker sends the leader its
-//! registration and heartbeats (`Rpc::Broker`).
+//! registration, heartbeats and changes (`Rpc::Broker`), and a broker
+//! outside the quorum watches a voter for the log's state (`Rpc::Watch`).
 
 use std::{io, sync::Arc, time::Duration};
 
@@ -37,6 +38,8 @@ pub(super) enum Rpc {
     Vote(VoteRequest<NodeId>),
     Snapshot(InstallSnapshotRequest<TypeConfig>),
     Broker(BrokerRequest),
+    /// A broker outside the quorum asks for the log's state past an index.
+    Watch(u64),
 }
 
 async fn write_frame(stream: &mut TcpStream, value: &impl Serialize) -> io::Result<()> {
@@ -171,6 +174,7 @@ pub(super) async fn serve(listener: TcpListener, controller: Arc<Controller>) {
                     Rpc::Vote(r) => write_frame(&mut stream, &controller.raft.vote(r).await).await,
                     Rpc::Snapshot(r) => write_frame(&mut stream, &controller.raft.install_snapshot(r).await).await,
                     Rpc::Broker(r) => write_frame(&mut stream, &controller.broker_request(r).await).await,
+                    Rpc::Watch(since) => write_frame(&mut stream, &controller.watch(since).await).await,
                 };
                 if written.is_err() {
                     return;

@@ -114,8 +114,16 @@ fn start_controller(
         session_timeout: Duration::from_millis(config.broker_session_timeout_ms.max(100)),
         stop: stop.clone(),
     };
+    let voter = settings.voters.contains_key(&(config.node_id as u64));
     let handle = crate::controller::start(settings)?;
-    banner!("shardlog: node {} joined the controller quorum {quorum}", config.node_id);
+    if voter {
+        banner!("shardlog: node {} joined the controller quorum {quorum}", config.node_id);
+    } else {
+        banner!(
+            "shardlog: node {} is not a voter of the controller quorum {quorum}; it joins the cluster as a broker",
+            config.node_id
+        );
+    }
     Ok(Some(handle))
 }
 

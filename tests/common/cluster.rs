@@ -16,9 +16,15 @@ use super::{
 
 /// Brokers 1, 2 and 3, each with its own data directory `dir/b<id>`.
 pub fn start_three(dir: &Path) -> Vec<(i32, Broker)> {
-    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
-    let quorum = (1..=3).zip(&ports).map(|(id, p)| format!("{id}@127.0.0.1:{p}")).collect::<Vec<_>>().join(",");
-    (1..=3)
+    start_cluster(dir, 3, 3)
+}
+
+/// Brokers 1 to `brokers`, of which 1 to `voters` form the quorum (the
+/// others join it as brokers only), each with its own `dir/b<id>`.
+pub fn start_cluster(dir: &Path, voters: i32, brokers: i32) -> Vec<(i32, Broker)> {
+    let ports: Vec<u16> = (0..voters).map(|_| free_port()).collect();
+    let quorum = (1..=voters).zip(&ports).map(|(id, p)| format!("{id}@127.0.0.1:{p}")).collect::<Vec<_>>().join(",");
+    (1..=brokers)
         .map(|id| {
             let config = format!(
                 "node_id = {id}\ncontroller_quorum = \"{quorum}\"\n\
@@ -77,16 +83,21 @@ pub fn agreed_leaders(brokers: &[(i32, Broker)], topic: &str) -> Result<Vec<i32>
 }
 
 pub fn wait_for_three(brokers: &[(i32, Broker)]) {
+    wait_for_brokers(brokers, &[1, 2, 3]);
+}
+
+/// Waits until every broker of `brokers` lists exactly `ids`.
+pub fn wait_for_brokers(brokers: &[(i32, Broker)], ids: &[i32]) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let listed: Vec<Vec<i32>> = brokers
             .iter()
             .map(|(_, b)| metadata(b, Some(&[]), false).brokers.iter().map(|x| x.node_id.0).collect())
             .collect();
-        if listed.iter().all(|l| *l == [1, 2, 3]) {
+        if listed.iter().all(|l| l == ids) {
             return;
         }
-        assert!(Instant::now() < deadline, "the three brokers never listed each other: {listed:?}");
+        assert!(Instant::now() < deadline, "the brokers never listed {ids:?}: {listed:?}");
         std::thread::sleep(Duration::from_millis(100));
     }
 }
