@@ -74,13 +74,18 @@ impl Observer {
                     if w.leader.is_none() {
                         at += 1;
                     }
-                    self.published.send_modify(|v| {
+                    // The shards hear only of a change: a new leader or
+                    // a newer state.
+                    self.published.send_if_modified(|v| {
+                        let mut changed = v.leader != w.leader;
                         v.leader = w.leader;
                         if let Some(state) = w.state.filter(|_| w.applied > v.applied) {
                             (v.brokers, v.topics, v.acls, v.credentials) =
                                 (state.brokers, state.topics, state.acls, state.credentials);
                             v.applied = w.applied;
+                            changed = true;
                         }
+                        changed
                     });
                 }
                 Err(_) => {

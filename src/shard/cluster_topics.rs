@@ -68,7 +68,6 @@ impl Shard {
             return;
         }
         let mut table = (*before).clone();
-        table.cluster_index = applied;
         table
             .topics
             .retain(|name, meta| meta.internal || meta.leaders.is_empty() || topics.contains_key(name.as_str()));
@@ -96,9 +95,13 @@ impl Shard {
                 table.topics.insert(TopicHandle::from(name.as_str()), meta);
             }
         }
+        // Most entries (registrations, fences, ACLs) leave the topics as
+        // they are: nothing to persist or publish. The index moves with
+        // the topics only, which is all the guard above needs.
         if table == *before {
             return;
         }
+        table.cluster_index = applied;
         match self.publish(table).await {
             Ok(failed) => {
                 for f in failed {

@@ -24,10 +24,10 @@ pub struct TopicTable {
     /// partition's leader is compared (`TopicMeta::leaders`). None alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_id: Option<i32>,
-    /// In a metadata quorum: the controller log index the topics were last
-    /// brought up to (`shard::cluster_topics`); a view of the log older
-    /// than this is not applied, so a restart replaying its log from an
-    /// old snapshot never removes a topic created since.
+    /// In a metadata quorum: the index of the last controller log entry
+    /// that changed the topics (`shard::cluster_topics`); a view of the log
+    /// older than this is not applied, so a restart replaying its log from
+    /// an old snapshot never removes a topic created since.
     #[serde(default)]
     pub cluster_index: u64,
 }

@@ -1,0 +1,47 @@
+"""Summarises perf/cluster-bench.sh: per arm (one broker, three-broker
+cluster) and workload, the medians over repetitions of produce latency and
+throughput, and the cluster's ratio to the one broker measured in the same
+run."""
+
+import json
+import pathlib
+import re
+import statistics
+import sys
+
+out = pathlib.Path(sys.argv[1])
+runs = {}
+for f in sorted(out.glob("*-r*.json")):
+    arm, workload, _ = re.match(r"(\w+)-(\w+)-r(\d+)", f.stem).groups()
+    runs.setdefault((workload, arm), []).append(json.loads(f.read_text()))
+
+first = next(iter(runs.values()))[0]
+p = first["parameters"]
+reps = len(next(iter(runs.values())))
+print(f"# Three-broker cluster beside one broker ({first['commit'][:12]})\n")
+print(f"machine: {first['machine']}; {p['partitions']} partitions, one replica each, {p['record_size']} B records, "
+      f"{p['duration_s']:.0f} s measured after {p['warmup_s']:.0f} s, medians of {reps} runs\n")
+for f in sorted(out.glob("placement-cluster-r*.txt")):
+    print(f"partitions per broker ({f.stem}): {' '.join(f.read_text().split())}")
+print()
+print("| workload | arm | msg/s | p50 ms | p99 ms | p99.9 ms | cluster ÷ single (msg/s, p50, p99) |")
+print("|---|---|---:|---:|---:|---:|---|")
+names = {"acks1": "acks=1 at rate", "acksall": "acks=all at rate", "max": "acks=1, as fast as acknowledged"}
+for workload in ("acks1", "acksall", "max"):
+    med = {}
+    for arm in ("single", "cluster"):
+        rs = runs.get((workload, arm), [])
+        if not rs:
+            continue
+        for r in rs:
+            if r["lost"] or r["status"] != "ok":
+                print(f"WARNING: {arm} {workload}: status {r['status']}, lost {r['lost']}")
+        m = {q: statistics.median(r["latency_ms"][f"{q}_ms"] for r in rs) for q in ("p50", "p99", "p99.9")}
+        m["rate"] = statistics.median(r["throughput"]["msgs_per_s"] for r in rs)
+        med[arm] = m
+        ratio = ""
+        if arm == "cluster" and "single" in med:
+            s = med["single"]
+            ratio = f"{m['rate'] / s['rate']:.2f}, {m['p50'] / s['p50']:.2f}, {m['p99'] / s['p99']:.2f}"
+        print(f"| {names[workload]} | {arm} | {m['rate']:,.0f} | {m['p50']:.3f} | {m['p99']:.3f} | "
+              f"{m['p99.9']:.3f} | {ratio} |")
