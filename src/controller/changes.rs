@@ -24,12 +24,21 @@ impl Controller {
             if existing.contains(&spec.name) || new.iter().any(|t| t.name == spec.name) {
                 r.error = errors::TOPIC_ALREADY_EXISTS;
                 r.message = Some(format!("topic {} already exists", spec.name));
-            } else if live.is_empty() {
+            } else if live.is_empty() || spec.replication_factor as usize > live.len() {
                 r.error = errors::INVALID_REPLICATION_FACTOR;
-                r.message = Some(format!("topic {}: no live broker to lead its partitions", spec.name));
+                r.message = Some(format!(
+                    "topic {}: replication factor {} but {} live broker(s)",
+                    spec.name,
+                    spec.replication_factor,
+                    live.len()
+                ));
             } else {
+                let replicas = place(&spec.name, spec.partitions, &live, spec.replication_factor);
                 let topic = ClusterTopic {
-                    leaders: place(&spec.name, spec.partitions, &live),
+                    leaders: replicas.iter().map(|r| r[0]).collect(),
+                    isr: replicas.clone(),
+                    epochs: vec![0; replicas.len()],
+                    replicas,
                     name: spec.name,
                     id: crate::shard::topics::new_topic_id(),
                     configs: spec.configs,
@@ -107,16 +116,22 @@ impl Controller {
                 continue;
             };
             r.id = topic.id.0;
-            if let TopicAlteration::Partitions { count, leaders, .. } = &mut change {
+            if let TopicAlteration::Partitions { count, leaders, replicas, .. } = &mut change {
                 let have = topic.leaders.len() as i32;
-                if *count <= have || live.is_empty() {
+                // New partitions get as many replicas as the first has.
+                let factor = topic.replicas_of(0).len().max(1);
+                if *count <= have || live.len() < factor {
                     r.error = errors::INVALID_PARTITIONS;
-                    r.message = Some(format!("topic {name} has {have} partitions; cannot grow it to {count}"));
+                    r.message = Some(format!(
+                        "topic {name} has {have} partitions of {factor} replica(s) and {} live broker(s); cannot grow it to {count}",
+                        live.len()
+                    ));
                     results.push(r);
                     continue;
                 }
-                let placed = place(&name, *count, &live);
-                *leaders = placed[have as usize..].to_vec();
+                let placed = place(&name, *count, &live, factor as i16);
+                *replicas = placed[have as usize..].to_vec();
+                *leaders = replicas.iter().map(|r| r[0]).collect();
             }
             logged.push(change);
             results.push(r);
@@ -176,9 +191,12 @@ impl Controller {
     }
 }
 
-/// Leaders for a new topic's partitions: round-robin over the live brokers,
-/// starting at one picked from the name so small topics spread out.
-fn place(topic: &str, partitions: i32, live: &[i32]) -> Vec<i32> {
+/// Replicas for a new topic's partitions, the leader first: leaders
+/// round-robin over the live brokers, starting at one picked from the name
+/// so small topics spread out, each followed by the brokers after it.
+/// `factor` is at most `live.len()` (checked by the callers).
+fn place(topic: &str, partitions: i32, live: &[i32], factor: i16) -> Vec<Vec<i32>> {
     let start = topic.bytes().fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(b as usize));
-    (0..partitions.max(0) as usize).map(|p| live[(start + p) % live.len()]).collect()
+    let factor = (factor.max(1) as usize).min(live.len());
+    (0..partitions.max(0) as usize).map(|p| (0..factor).map(|k| live[(start + p + k) % live.len()]).collect()).collect()
 }

@@ -79,6 +79,10 @@ pub enum Command {
     ChangeAcls(ChangeAcls),
     /// SCRAM credential changes the leader found acceptable.
     AlterCredentials(Vec<CredentialChange>),
+    /// A partition's leader saw `broker` catch up to its high watermark:
+    /// it joins the in-sync replicas, if the leader's `epoch` is still the
+    /// partition's (a deposed leader's word counts for nothing).
+    JoinIsr { topic: String, partition: i32, broker: i32, epoch: i32 },
 }
 
 /// A change to an existing topic.
@@ -86,7 +90,14 @@ pub enum Command {
 pub enum TopicAlteration {
     /// Grow to `count` partitions. Asked without leaders; the quorum's
     /// leader places the new partitions and logs them in `leaders`.
-    Partitions { name: String, count: i32, leaders: Vec<i32> },
+    Partitions {
+        name: String,
+        count: i32,
+        leaders: Vec<i32>,
+        /// The new partitions' replicas, their leader first.
+        #[serde(default)]
+        replicas: Vec<Vec<i32>>,
+    },
     /// The topic's whole config set, checked by the broker asked.
     Configs { name: String, configs: BTreeMap<String, String> },
 }
@@ -107,6 +118,83 @@ pub struct ClusterTopic {
     /// The broker leading each partition, by partition number.
     pub leaders: Vec<i32>,
     pub configs: BTreeMap<String, String>,
+    /// Each partition's replicas as placed, the first leader first. Empty
+    /// in entries written before replication: the leader alone.
+    #[serde(default)]
+    pub replicas: Vec<Vec<i32>>,
+    /// Each partition's in-sync replicas: those that hold every record up
+    /// to the high watermark. Shrunk when a member is fenced, grown when
+    /// the leader sees a follower caught up (`Command::JoinIsr`).
+    #[serde(default)]
+    pub isr: Vec<Vec<i32>>,
+    /// Each partition's leader epoch, one more at every change of leader.
+    #[serde(default)]
+    pub epochs: Vec<i32>,
+}
+
+impl ClusterTopic {
+    /// Partition `p`'s replicas (the leader alone in old entries).
+    pub fn replicas_of(&self, p: usize) -> Vec<i32> {
+        match self.replicas.get(p) {
+            Some(r) if !r.is_empty() => r.clone(),
+            _ => self.leaders.get(p).map(|&l| vec![l]).unwrap_or_default(),
+        }
+    }
+
+    /// Partition `p`'s in-sync replicas (its replicas in old entries).
+    pub fn isr_of(&self, p: usize) -> Vec<i32> {
+        match self.isr.get(p) {
+            Some(r) if !r.is_empty() => r.clone(),
+            _ => self.replicas_of(p),
+        }
+    }
+
+    /// Fills the per-partition lists out to the partition count, so they
+    /// can be changed by index.
+    pub fn fill_out(&mut self) {
+        let n = self.leaders.len();
+        let replicas: Vec<Vec<i32>> = (0..n).map(|p| self.replicas_of(p)).collect();
+        let isr: Vec<Vec<i32>> = (0..n).map(|p| self.isr_of(p)).collect();
+        self.replicas = replicas;
+        self.isr = isr;
+        self.epochs.resize(n, 0);
+    }
+
+    /// The broker `fenced` stopped answering: it leaves every in-sync set
+    /// it is in but the last member's place (Kafka never empties an ISR:
+    /// its last member is the only replica known to hold everything), and
+    /// a partition it led moves to another in-sync replica that is not
+    /// fenced, under a new epoch. With none, the partition stays with it,
+    /// offline until it returns.
+    pub fn fence(&mut self, fenced: i32, is_fenced: impl Fn(i32) -> bool) {
+        self.fill_out();
+        for p in 0..self.leaders.len() {
+            let isr = &mut self.isr[p];
+            if isr.len() > 1 && isr.contains(&fenced) {
+                isr.retain(|&b| b != fenced);
+            }
+            if self.leaders[p] == fenced {
+                if let Some(&next) = isr.iter().find(|&&b| b != fenced && !is_fenced(b)) {
+                    self.leaders[p] = next;
+                    self.epochs[p] += 1;
+                }
+            }
+        }
+    }
+
+    /// A partition with no live leader whose in-sync replica `back`
+    /// returned is led by it again (the leader stayed with a fenced broker
+    /// only when no other in-sync replica was live).
+    pub fn unfence(&mut self, back: i32, is_fenced: impl Fn(i32) -> bool) {
+        self.fill_out();
+        for p in 0..self.leaders.len() {
+            let leader = self.leaders[p];
+            if leader != back && is_fenced(leader) && self.isr[p].contains(&back) {
+                self.leaders[p] = back;
+                self.epochs[p] += 1;
+            }
+        }
+    }
 }
 
 /// A topic a broker asks the leader to create, checked by that broker.
@@ -115,6 +203,13 @@ pub struct TopicSpec {
     pub name: String,
     pub partitions: i32,
     pub configs: BTreeMap<String, String>,
+    /// Replicas per partition (1 in entries from before replication).
+    #[serde(default = "one")]
+    pub replication_factor: i16,
+}
+
+fn one() -> i16 {
+    1
 }
 
 /// The leader's answer for one topic of a CreateTopics or DeleteTopics.

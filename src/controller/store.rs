@@ -418,11 +418,34 @@ impl ClusterState {
     fn apply(&mut self, command: Command) {
         match command {
             Command::RegisterBroker(b) => {
-                self.brokers.insert(b.node_id, super::BrokerEntry { info: b, fenced: false });
+                let id = b.node_id;
+                self.brokers.insert(id, super::BrokerEntry { info: b, fenced: false });
+                let brokers = &self.brokers;
+                let is_fenced = |n: i32| brokers.get(&n).is_none_or(|b| b.fenced);
+                for topic in self.topics.values_mut() {
+                    topic.unfence(id, is_fenced);
+                }
             }
             Command::FenceBroker(id) => {
                 if let Some(b) = self.brokers.get_mut(&id) {
                     b.fenced = true;
+                }
+                let brokers = &self.brokers;
+                let is_fenced = |n: i32| brokers.get(&n).is_none_or(|b| b.fenced);
+                for topic in self.topics.values_mut() {
+                    topic.fence(id, is_fenced);
+                }
+            }
+            Command::JoinIsr { topic, partition, broker, epoch } => {
+                let Some(t) = self.topics.get_mut(&topic) else { return };
+                t.fill_out();
+                let p = partition as usize;
+                if p < t.leaders.len()
+                    && t.epochs[p] == epoch
+                    && t.replicas[p].contains(&broker)
+                    && !t.isr[p].contains(&broker)
+                {
+                    t.isr[p].push(broker);
                 }
             }
             Command::CreateTopics(topics) => {
@@ -439,9 +462,18 @@ impl ClusterState {
                 for change in changes {
                     let Some(topic) = self.topics.get_mut(change.topic()) else { continue };
                     match change {
-                        super::TopicAlteration::Partitions { count, leaders, .. } => {
+                        super::TopicAlteration::Partitions { count, leaders, replicas, .. } => {
                             // Two growths raced: the first logged wins.
                             if topic.leaders.len() + leaders.len() == count as usize {
+                                topic.fill_out();
+                                let replicas: Vec<Vec<i32>> = leaders
+                                    .iter()
+                                    .enumerate()
+                                    .map(|(i, &l)| replicas.get(i).cloned().unwrap_or_else(|| vec![l]))
+                                    .collect();
+                                topic.isr.extend(replicas.iter().cloned());
+                                topic.replicas.extend(replicas);
+                                topic.epochs.extend(std::iter::repeat_n(0, leaders.len()));
                                 topic.leaders.extend(leaders);
                             }
                         }

@@ -23,7 +23,7 @@ use crate::{
         router,
         topic_admin::{changed_configs, check_new_partitions, outcome_for, settle},
         topic_errors::Refusal,
-        topics::{TopicHandle, TopicMeta, TopicTable},
+        topics::{ReplicaSets, TopicHandle, TopicMeta, TopicTable},
         Shard,
     },
 };
@@ -71,8 +71,14 @@ impl Shard {
         table
             .topics
             .retain(|name, meta| meta.internal || meta.leaders.is_empty() || topics.contains_key(name.as_str()));
-        for (name, topic) in topics {
+        for (name, mut topic) in topics {
             let partitions = topic.leaders.len() as i32;
+            topic.fill_out();
+            let replicas = ReplicaSets {
+                replicas: std::mem::take(&mut topic.replicas),
+                isr: std::mem::take(&mut topic.isr),
+                epochs: std::mem::take(&mut topic.epochs),
+            };
             if let Some(meta) = table.topics.get_mut(name.as_str()).filter(|m| m.id == topic.id) {
                 // Grown partitions are placed as if the topic had been
                 // created with the new count; configs are replaced whole.
@@ -80,6 +86,7 @@ impl Shard {
                 let have = meta.shards.len().min(placed.len());
                 meta.shards.extend_from_slice(&placed[have..]);
                 meta.leaders = topic.leaders;
+                meta.replicas = replicas;
                 meta.configs = topic.configs;
             } else {
                 if table.topics.contains_key(name.as_str()) {
@@ -91,6 +98,7 @@ impl Shard {
                     configs: topic.configs,
                     internal: false,
                     leaders: topic.leaders,
+                    replicas,
                 };
                 table.topics.insert(TopicHandle::from(name.as_str()), meta);
             }
@@ -133,7 +141,8 @@ impl Shard {
             let configs: BTreeMap<String, String> = t.configs.iter().cloned().collect();
             let mut outcome = outcome_for(&t.name, partitions);
             let check = self.check_new_topic(&table, &t, partitions, &configs);
-            let spec = check.map(|()| TopicSpec { name: t.name.clone(), partitions, configs });
+            let replication_factor = t.replication_factor.max(1);
+            let spec = check.map(|()| TopicSpec { name: t.name.clone(), partitions, configs, replication_factor });
             let asked = settle(&mut outcome, spec, validate_only);
             (outcome, asked)
         });
@@ -178,7 +187,12 @@ impl Shard {
             let check = only_quorum(&table, &t.name)
                 .and_then(|()| check_new_partitions(&table, &t))
                 .and_then(|()| self.room_for(&table, grows_by));
-            let change = TopicAlteration::Partitions { name: t.name.clone(), count: t.count, leaders: Vec::new() };
+            let change = TopicAlteration::Partitions {
+                name: t.name.clone(),
+                count: t.count,
+                leaders: Vec::new(),
+                replicas: Vec::new(),
+            };
             let asked = settle(&mut outcome, check.map(|()| change), validate_only);
             (outcome, asked)
         });

@@ -447,7 +447,7 @@ impl Shard {
                 (before.topics.get(topic.as_str()), table.topics.get(topic.as_str())),
                 (Some(old), Some(new)) if old.configs != new.configs
             );
-            if reconfigured || router::owner(&table, &topic, partition, self.count) != Some(self.id) {
+            if reconfigured || router::host(&table, &topic, partition, self.count) != Some(self.id) {
                 let removed = self.partitions.borrow_mut().remove(&topic, partition);
                 let still_there = table.topics.get(topic.as_str()).is_some_and(|m| partition < m.partitions());
                 if let Some(p) = removed {
@@ -459,7 +459,7 @@ impl Shard {
         // block, and after a crash syncs): many at once overlap those waits.
         let to_open = table.topics.iter().flat_map(|(name, meta)| {
             (0..meta.partitions())
-                .filter(|&p| router::owner(&table, name, p, self.count) == Some(self.id))
+                .filter(|&p| router::host(&table, name, p, self.count) == Some(self.id))
                 .filter(|&p| self.partition(name, p).is_none())
                 .map(move |p| (name, p, meta))
         });

@@ -19,6 +19,15 @@ pub fn owner(table: &TopicTable, topic: &str, partition: i32, shards: usize) -> 
     Some(assigned % shards.max(1))
 }
 
+/// The shard keeping this broker's copy of `topic`/`partition`, whether
+/// it leads the partition or follows its leader (`owner` is for clients,
+/// who are served by the leader only).
+pub fn host(table: &TopicTable, topic: &str, partition: i32, shards: usize) -> Option<ShardId> {
+    let meta = table.topics.get(topic)?;
+    let assigned = *meta.shards.get(usize::try_from(partition).ok()?)?;
+    table.hosted_here(meta, partition).then_some(assigned % shards.max(1))
+}
+
 /// Why `topic`/`partition` has no owner here: NOT_LEADER_OR_FOLLOWER when
 /// another broker of the quorum leads it (the client refreshes its
 /// metadata and goes there), else UNKNOWN_TOPIC_OR_PARTITION.
@@ -55,6 +64,7 @@ mod tests {
                 configs: Default::default(),
                 internal: false,
                 leaders: Vec::new(),
+                replicas: Default::default(),
             },
         );
         for p in 0..6 {

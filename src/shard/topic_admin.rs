@@ -70,6 +70,7 @@ impl Shard {
             configs,
             internal: false,
             leaders: Vec::new(),
+            replicas: Default::default(),
         };
         outcome.id = meta.id_bytes();
         table.topics.insert(t.name.as_str().into(), meta);
@@ -94,12 +95,15 @@ impl Shard {
             ));
         }
         self.room_for(table, partitions)?;
-        if !(t.replication_factor == -1 || t.replication_factor == 1) {
+        // In a quorum the leader checks the factor against the live
+        // brokers; alone there is one copy.
+        let clustered = table.node_id.is_some();
+        if !(t.replication_factor == -1 || t.replication_factor == 1 || clustered && t.replication_factor > 1) {
             return Err(Refusal::new(
                 errors::INVALID_REPLICATION_FACTOR,
                 format!(
-                    "replication factor {}: partitions are not replicated yet, so it must be 1",
-                    t.replication_factor
+                    "topic {}: replication factor {}: a broker alone keeps one copy, so it must be 1",
+                    t.name, t.replication_factor
                 ),
             ));
         }

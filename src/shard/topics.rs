@@ -104,6 +104,26 @@ pub struct TopicMeta {
     /// partition number. Empty alone: every partition is led here.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub leaders: Vec<i32>,
+    /// In a metadata quorum: each partition's replicas, in-sync replicas
+    /// and leader epoch, as the quorum's log holds them.
+    #[serde(default, skip_serializing_if = "ReplicaSets::is_empty")]
+    pub replicas: ReplicaSets,
+}
+
+/// Per partition, by partition number: who holds a copy, who is in sync,
+/// and the leader epoch. Empty alone (and for a partition the lists do not
+/// reach: its leader is its one replica).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ReplicaSets {
+    pub replicas: Vec<Vec<i32>>,
+    pub isr: Vec<Vec<i32>>,
+    pub epochs: Vec<i32>,
+}
+
+impl ReplicaSets {
+    pub fn is_empty(&self) -> bool {
+        self.replicas.is_empty()
+    }
 }
 
 impl TopicMeta {
@@ -114,6 +134,30 @@ impl TopicMeta {
     /// The broker leading `partition`, if the quorum assigned one.
     pub fn leader(&self, partition: i32) -> Option<i32> {
         usize::try_from(partition).ok().and_then(|p| self.leaders.get(p)).copied()
+    }
+
+    /// Partition `partition`'s replicas (its leader alone when the quorum
+    /// logged none; empty alone).
+    pub fn replicas_of(&self, partition: i32) -> Vec<i32> {
+        let p = usize::try_from(partition).unwrap_or(usize::MAX);
+        match self.replicas.replicas.get(p) {
+            Some(r) if !r.is_empty() => r.clone(),
+            _ => self.leader(partition).into_iter().collect(),
+        }
+    }
+
+    /// Partition `partition`'s in-sync replicas.
+    pub fn isr_of(&self, partition: i32) -> Vec<i32> {
+        let p = usize::try_from(partition).unwrap_or(usize::MAX);
+        match self.replicas.isr.get(p) {
+            Some(r) if !r.is_empty() => r.clone(),
+            _ => self.replicas_of(partition),
+        }
+    }
+
+    /// Partition `partition`'s leader epoch (0 alone).
+    pub fn epoch_of(&self, partition: i32) -> i32 {
+        usize::try_from(partition).ok().and_then(|p| self.replicas.epochs.get(p)).copied().unwrap_or(0)
     }
 
     pub fn id_bytes(&self) -> [u8; 16] {
@@ -175,9 +219,9 @@ impl TopicTable {
     }
 
     /// Partitions of every topic this broker hosts (in a quorum, those it
-    /// leads).
+    /// leads or follows).
     pub fn partition_count(&self) -> u64 {
-        let hosted = |m: &TopicMeta| (0..m.partitions()).filter(|&p| self.led_elsewhere(m, p).is_none()).count();
+        let hosted = |m: &TopicMeta| (0..m.partitions()).filter(|&p| self.hosted_here(m, p)).count();
         self.topics.values().map(|m| hosted(m) as u64).sum()
     }
 
@@ -186,6 +230,23 @@ impl TopicTable {
     pub fn led_elsewhere(&self, meta: &TopicMeta, partition: i32) -> Option<i32> {
         let me = self.node_id?;
         meta.leader(partition).filter(|&l| l != me)
+    }
+
+    /// Whether this broker keeps a copy of `partition`: it leads it or is
+    /// one of its replicas (always, alone).
+    pub fn hosted_here(&self, meta: &TopicMeta, partition: i32) -> bool {
+        match self.node_id {
+            None => true,
+            Some(me) => self.led_elsewhere(meta, partition).is_none() || meta.replicas_of(partition).contains(&me),
+        }
+    }
+
+    /// The leader this broker copies `partition` from, when it is a
+    /// follower of it.
+    pub fn followed(&self, meta: &TopicMeta, partition: i32) -> Option<i32> {
+        let me = self.node_id?;
+        let leader = self.led_elsewhere(meta, partition)?;
+        meta.replicas_of(partition).contains(&me).then_some(leader)
     }
 
     pub fn load(data_dir: &Path) -> Result<Self, String> {
@@ -328,6 +389,7 @@ pub fn ensure_internal_topic(
         configs,
         internal: true,
         leaders: Vec::new(),
+        replicas: Default::default(),
     };
     table.topics.insert(name.into(), meta);
     table.save(data_dir).map_err(|e| format!("cannot persist topic metadata in {}: {e}", data_dir.display()))
@@ -394,6 +456,7 @@ mod tests {
                 configs: BTreeMap::new(),
                 internal: false,
                 leaders: Vec::new(),
+                replicas: Default::default(),
             },
         );
         let text = toml::to_string(&t).unwrap();
@@ -412,6 +475,7 @@ mod tests {
             configs: BTreeMap::new(),
             internal: false,
             leaders: Vec::new(),
+            replicas: Default::default(),
         };
         t.topics.insert("orders".into(), meta);
         let (key, _) = t.topics.get_key_value("orders").unwrap();

@@ -1,7 +1,7 @@
 //! Metadata, versions 0–12. The brokers are this one alone, or those the
 //! metadata quorum knows alive (`controller`); each partition is led by
-//! this broker alone, or in a quorum by the broker the quorum placed it on
-//! (partitions are not replicated yet). Missing topics are created when
+//! this broker alone, or in a quorum by the broker the quorum's log names,
+//! with the replicas and in-sync replicas it names. Missing topics are created when
 //! auto-creation is on and the client allows it.
 
 use std::rc::Rc;
@@ -75,19 +75,21 @@ pub async fn handle(shard: &Rc<Shard>, request: MetadataRequest, version: i16, s
     response
 }
 
-/// A partition's one replica is its leader: this broker alone, or the one
-/// the quorum placed it on. A leader the quorum has fenced is not
+/// A partition's leader, replicas and in-sync replicas: this broker alone,
+/// or as the quorum's log holds them. A leader the quorum has fenced is not
 /// available (the client waits and asks again), as Kafka says of an
 /// offline partition.
 fn partition(shard: &Shard, meta: &TopicMeta, index: i32, live: &[i32]) -> MetadataResponsePartition {
     let leader = meta.leader(index).unwrap_or(shard.settings.node_id);
     let mut p = MetadataResponsePartition::default();
     p.partition_index = index;
-    p.leader_epoch = 0;
-    p.replica_nodes = vec![leader.into()];
+    p.leader_epoch = meta.epoch_of(index);
+    let replicas = meta.replicas_of(index);
+    let isr = meta.isr_of(index);
+    p.replica_nodes = if replicas.is_empty() { vec![leader.into()] } else { replicas.into_iter().map(Into::into).collect() };
+    p.isr_nodes = if isr.is_empty() { vec![leader.into()] } else { isr.into_iter().map(Into::into).collect() };
     if live.contains(&leader) {
         p.leader_id = leader.into();
-        p.isr_nodes = vec![leader.into()];
     } else {
         p.error_code = errors::LEADER_NOT_AVAILABLE;
         p.leader_id = (-1).into();

@@ -152,7 +152,7 @@ impl PartitionLog {
         timings: &mut AppendTimings,
     ) -> Result<AppendInfo, StorageError> {
         let slot: ResultSlot = Rc::new(RefCell::new(None));
-        self.state.borrow_mut().pending.push(Pending { batch, header, slot: slot.clone() });
+        self.state.borrow_mut().pending.push(Pending { batch, header, slot: slot.clone(), copied: false });
         let waited = Instant::now();
         let permit = self.write_permit.acquire_permit(1).await.expect("write permit: never closed");
         timings.permit += waited.elapsed();
@@ -173,7 +173,7 @@ impl PartitionLog {
     /// Writes every queued append, in runs that fit the active segment and
     /// the write size limit, rolling between runs. The caller holds the
     /// write permit. Every queued slot gets an answer.
-    async fn flush_pending(&self, timings: &mut AppendTimings) {
+    pub(super) async fn flush_pending(&self, timings: &mut AppendTimings) {
         let mut queue = std::mem::take(&mut self.state.borrow_mut().pending);
         let mut done = 0;
         while done < queue.len() {
@@ -241,10 +241,13 @@ impl PartitionLog {
             let st = self.state.borrow();
             let mut next = st.next_offset;
             for p in run.iter_mut() {
-                record_batch::patch_base_offset(&mut p.batch, next);
-                record_batch::patch_leader_epoch(&mut p.batch, self.config.leader_epoch);
-                p.header.base_offset = next;
-                p.header.leader_epoch = self.config.leader_epoch;
+                if !p.copied {
+                    record_batch::patch_base_offset(&mut p.batch, next);
+                    record_batch::patch_leader_epoch(&mut p.batch, self.config.leader_epoch);
+                    p.header.base_offset = next;
+                    p.header.leader_epoch = self.config.leader_epoch;
+                }
+                debug_assert!(p.header.base_offset >= next, "copied batches continue the log");
                 next = p.header.last_offset() + 1;
             }
             let seg = st.active();

@@ -23,6 +23,8 @@
 //! - `read` — `read` (tail cache, active segment by direct read, sealed
 //!   segments by sendfile range) and `offset_for_timestamp`; the free
 //!   functions there walk batch headers in segment files.
+//! - `replica` — a follower's append: batches copied from the leader, kept
+//!   at the leader's offsets.
 //! - `retention` — retention by bytes and time, and DeleteRecords.
 //! - `cleaning` — what the log lends a compaction pass (`storage::compact`):
 //!   segment snapshots and a typed swap of sealed segments.
@@ -41,6 +43,9 @@ mod journal_tests;
 mod journaled;
 mod lifecycle;
 mod read;
+mod replica;
+#[cfg(test)]
+mod replica_tests;
 mod retention;
 mod seal;
 mod state;

@@ -88,6 +88,9 @@ pub(super) struct Pending {
     pub(super) batch: BytesMut,
     pub(super) header: BatchHeader,
     pub(super) slot: ResultSlot,
+    /// Copied from the partition's leader: written at the offsets and
+    /// leader epoch it carries (`replica`), not given new ones.
+    pub(super) copied: bool,
 }
 
 pub(super) struct LogState {
