@@ -314,6 +314,8 @@ pub(crate) enum BrokerRequest {
     AlterTopics(Vec<TopicAlteration>),
     ChangeAcls(ChangeAcls),
     AlterCredentials(Vec<CredentialChange>),
+    /// A partition's leader (at `epoch`) saw `broker` catch up.
+    JoinIsr { topic: String, partition: i32, broker: i32, epoch: i32 },
 }
 
 #[derive(Serialize, Deserialize, Debug)]
@@ -466,6 +468,9 @@ impl Controller {
             BrokerRequest::Leaving(id) => {
                 log::info!("controller: broker {id} is shutting down; fencing it");
                 Command::FenceBroker(id)
+            }
+            BrokerRequest::JoinIsr { topic, partition, broker, epoch } => {
+                Command::JoinIsr { topic, partition, broker, epoch }
             }
             BrokerRequest::CreateTopics(specs) => return self.create_topics(specs).await,
             BrokerRequest::DeleteTopics(names) => return self.delete_topics(names).await,

@@ -18,6 +18,8 @@ pub const COORDINATOR_LOAD_IN_PROGRESS: ErrorCode = 14;
 pub const COORDINATOR_NOT_AVAILABLE: ErrorCode = 15;
 pub const NOT_COORDINATOR: ErrorCode = 16;
 pub const INVALID_TOPIC_EXCEPTION: ErrorCode = 17;
+pub const NOT_ENOUGH_REPLICAS: ErrorCode = 19;
+pub const NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode = 20;
 pub const INVALID_REQUIRED_ACKS: ErrorCode = 21;
 pub const ILLEGAL_GENERATION: ErrorCode = 22;
 pub const INCONSISTENT_GROUP_PROTOCOL: ErrorCode = 23;
@@ -88,6 +90,8 @@ mod tests {
             (COORDINATOR_LOAD_IN_PROGRESS, E::CoordinatorLoadInProgress),
             (COORDINATOR_NOT_AVAILABLE, E::CoordinatorNotAvailable),
             (INVALID_TOPIC_EXCEPTION, E::InvalidTopicException),
+            (NOT_ENOUGH_REPLICAS, E::NotEnoughReplicas),
+            (NOT_ENOUGH_REPLICAS_AFTER_APPEND, E::NotEnoughReplicasAfterAppend),
             (INVALID_REQUIRED_ACKS, E::InvalidRequiredAcks),
             (ILLEGAL_GENERATION, E::IllegalGeneration),
             (INCONSISTENT_GROUP_PROTOCOL, E::InconsistentGroupProtocol),

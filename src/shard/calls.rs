@@ -131,10 +131,12 @@ macro_rules! cross_shard_calls {
 
 cross_shard_calls! {
     Produce -> Produced = |shard, call| shard.produce_local(call);
-    Read -> Vec<ReadOutcome> =
-        |shard, Read { items, max_bytes, read_committed }| shard.read_local(items, max_bytes, read_committed);
-    WaitForData -> () =
-        |shard, WaitForData { items, wait_ms, read_committed }| shard.wait_for_data(items, wait_ms, read_committed);
+    Read -> Vec<ReadOutcome> = |shard, Read { items, max_bytes, read_committed, replica }| {
+        shard.read_local(items, max_bytes, read_committed, replica)
+    };
+    WaitForData -> () = |shard, WaitForData { items, wait_ms, read_committed, replica }| {
+        shard.wait_for_data(items, wait_ms, read_committed, replica)
+    };
     ListOffset -> OffsetFound = |shard, call| shard.list_offset_local(call);
     DeleteRecords -> OffsetFound = |shard, call| shard.delete_records_local(call);
     CreateTopics -> Vec<TopicOutcome> =

@@ -128,6 +128,8 @@ pub struct Read {
     /// isolation_level 1: only batches below the last stable offset, and
     /// the aborted transactions among them.
     pub read_committed: bool,
+    /// A follower's node id (reads to the log end), or -1 for a consumer.
+    pub replica: i32,
 }
 
 /// Answer once any listed (topic, partition, offset) has data at or after
@@ -139,6 +141,9 @@ pub struct WaitForData {
     /// Data counts only below the last stable offset: a marker that
     /// advances it wakes the fetch.
     pub read_committed: bool,
+    /// A follower's fetch: data counts up to the log end, not the high
+    /// watermark.
+    pub replica: bool,
 }
 
 /// ListOffsets for one partition: -2 earliest, -1 latest, -3 max

@@ -22,6 +22,7 @@ pub mod group_glue;
 pub mod journal_glue;
 pub mod maintenance;
 mod owner;
+mod replication;
 pub use owner::PRODUCER_ID_NODE_SHIFT;
 mod topic_admin;
 pub mod txn_glue;
@@ -49,6 +50,8 @@ pub type ShardId = usize;
 pub struct Partition {
     pub log: PartitionLog,
     pub appended: AppendNotify,
+    /// In a quorum: its copies on other brokers (`replication`).
+    pub replica: RefCell<replication::ReplicaState>,
 }
 
 /// Settings every shard shares, fixed at start.
@@ -191,6 +194,8 @@ pub struct Shard {
     /// The journals left by the last run, while this shard opens its
     /// partitions at start-up.
     pub(crate) replay: RefCell<Option<Arc<crate::storage::journal::Replay>>>,
+    /// In a quorum: the leaders this shard runs a follower fetch task for.
+    fetchers: RefCell<std::collections::BTreeSet<i32>>,
 }
 
 impl Shard {
@@ -228,6 +233,7 @@ impl Shard {
             cluster_synced: Cell::new(0),
             journal: Default::default(),
             replay: RefCell::new(None),
+            fetchers: RefCell::new(Default::default()),
         })
     }
 

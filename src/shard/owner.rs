@@ -136,6 +136,11 @@ impl Shard {
             return produced(errors::UNKNOWN_TOPIC_OR_PARTITION, -1, -1, None, sent, started, &Default::default());
         };
         let mut timings = AppendTimings::default();
+        if durable {
+            if let Err((error, message)) = Self::enough_replicas(&p) {
+                return produced(error, -1, -1, Some(message), sent, started, &timings);
+            }
+        }
         let appended = p.log.append_timed(batch, Durability::Written, &mut timings).await;
         // Written records are readable: wake long-polling readers now, not
         // after the sync (a write that failed after others were queued may
@@ -150,6 +155,13 @@ impl Shard {
             }
             other => other,
         };
+        if let (Ok(info), true) = (&appended, durable) {
+            // On every in-sync replica before it is acknowledged.
+            if let Err((error, message)) = Self::wait_replicated(&p, info.last_offset + 1).await {
+                log::warn!("shard {}: {message}", self.id);
+                return produced(error, -1, -1, Some(message), sent, started, &timings);
+            }
+        }
         match appended {
             Ok(info) => produced(errors::NONE, info.base_offset, p.log.log_start(), None, sent, started, &timings),
             Err(e) => {
@@ -235,11 +247,15 @@ impl Shard {
     /// each only to drop them). The first item with data may exceed it.
     /// `read_committed`: only batches below each partition's last stable
     /// offset, with the aborted transactions overlapping them.
+    /// `replica`: the node id of a follower fetching (it reads to the log
+    /// end and tells the leader where its own log ends), or -1 for a
+    /// consumer (it reads below the high watermark).
     pub(super) async fn read_local(
         &self,
         items: Vec<ReadItem>,
         max_bytes: usize,
         read_committed: bool,
+        replica: i32,
     ) -> Vec<ReadOutcome> {
         let mut out = Vec::with_capacity(items.len());
         let mut taken = 0usize;
@@ -248,12 +264,16 @@ impl Shard {
                 out.push(ReadOutcome::empty(errors::UNKNOWN_TOPIC_OR_PARTITION, -1, -1));
                 continue;
             };
-            let (high_watermark, log_start) = (p.log.log_end(), p.log.log_start());
-            let last_stable_offset = p.log.last_stable_offset();
+            if replica >= 0 {
+                self.follower_fetched(&item.topic, item.partition, &p, replica, item.offset);
+            }
+            let (high_watermark, log_start) = (p.high_watermark(), p.log.log_start());
+            let last_stable_offset = p.log.last_stable_offset().min(high_watermark);
+            let readable_end = if replica >= 0 { p.log.log_end() } else { high_watermark };
             item.max_bytes = item.max_bytes.min(max_bytes.saturating_sub(taken));
             if item.max_bytes == 0 && taken > 0 {
                 // Unread, but an offset the log does not hold is still said.
-                let error = if item.offset < log_start || item.offset > high_watermark {
+                let error = if item.offset < log_start || item.offset > p.log.log_end() {
                     errors::OFFSET_OUT_OF_RANGE
                 } else {
                     errors::NONE
@@ -261,7 +281,7 @@ impl Shard {
                 out.push(ReadOutcome { last_stable_offset, ..ReadOutcome::empty(error, high_watermark, log_start) });
                 continue;
             }
-            let upper = if read_committed { last_stable_offset } else { i64::MAX };
+            let upper = if read_committed { last_stable_offset } else { readable_end };
             let _permit = self.reads.acquire_permit(1).await.expect("read permits: never closed");
             let outcome = match p.log.read_below(item.offset, item.max_bytes, upper).await {
                 Ok(slice) => {
@@ -274,11 +294,12 @@ impl Shard {
                     } else {
                         Vec::new()
                     };
+                    let high_watermark = p.high_watermark();
                     ReadOutcome {
                         error: errors::NONE,
-                        high_watermark: slice.log_end,
+                        high_watermark,
                         log_start: slice.log_start,
-                        last_stable_offset: p.log.last_stable_offset(),
+                        last_stable_offset: p.log.last_stable_offset().min(high_watermark),
                         aborted,
                         chunks: slice.chunks,
                     }
@@ -298,15 +319,23 @@ impl Shard {
     /// Returns when any listed partition has data at or past its offset
     /// (below its last stable offset for `read_committed`), or after
     /// `wait_ms`. Woken by appends and markers; no polling.
-    pub(super) async fn wait_for_data(&self, items: Vec<(TopicHandle, i32, i64)>, wait_ms: u64, read_committed: bool) {
+    pub(super) async fn wait_for_data(
+        &self,
+        items: Vec<(TopicHandle, i32, i64)>,
+        wait_ms: u64,
+        read_committed: bool,
+        replica: bool,
+    ) {
         let (tx, rx) = futures_channel::oneshot::channel::<()>();
         let waiter: Waiter = Rc::new(std::cell::RefCell::new(Some(tx)));
         for (topic, partition, offset) in items {
             let readable_end = |p: &Partition| {
-                if read_committed {
-                    p.log.last_stable_offset()
-                } else {
+                if replica {
                     p.log.log_end()
+                } else if read_committed {
+                    p.log.last_stable_offset().min(p.high_watermark())
+                } else {
+                    p.high_watermark()
                 }
             };
             match self.partition(&topic, partition) {
@@ -337,9 +366,12 @@ impl Shard {
             -2 => OffsetFound { error: errors::NONE, offset: p.log.log_start(), timestamp: -1 },
             // A read_committed consumer starts "latest" at the stable end.
             -1 if read_committed => {
-                OffsetFound { error: errors::NONE, offset: p.log.last_stable_offset(), timestamp: -1 }
+                let offset = p.log.last_stable_offset().min(p.high_watermark());
+                OffsetFound { error: errors::NONE, offset, timestamp: -1 }
             }
-            -1 => OffsetFound { error: errors::NONE, offset: p.log.log_end(), timestamp: -1 },
+            // Consumers read below the high watermark (the log end, but for
+            // records not yet on every in-sync replica).
+            -1 => OffsetFound { error: errors::NONE, offset: p.high_watermark(), timestamp: -1 },
             // EARLIEST_LOCAL (-4, v8+, KIP-405): every segment is local, so
             // the local log starts where the log does.
             -4 => OffsetFound { error: errors::NONE, offset: p.log.log_start(), timestamp: -1 },
@@ -439,13 +471,15 @@ impl Shard {
     /// Takes a new topic table: opens partitions newly assigned here, closes
     /// (and for deleted topics or partitions removes) the ones no longer
     /// here. Returns the partitions that could not be opened, with why.
-    pub async fn apply_topics(&self, table: Arc<TopicTable>) -> Vec<OpenFailure> {
+    pub async fn apply_topics(self: &Rc<Self>, table: Arc<TopicTable>) -> Vec<OpenFailure> {
         let before = std::mem::replace(&mut *self.topics.borrow_mut(), table.clone());
         let open: Vec<(String, i32)> = self.partitions.borrow().keys();
         for (topic, partition) in open {
+            // A new leader epoch reopens the log too: its batches from
+            // then on carry the new epoch.
             let reconfigured = matches!(
                 (before.topics.get(topic.as_str()), table.topics.get(topic.as_str())),
-                (Some(old), Some(new)) if old.configs != new.configs
+                (Some(old), Some(new)) if old.configs != new.configs || old.epoch_of(partition) != new.epoch_of(partition)
             );
             if reconfigured || router::host(&table, &topic, partition, self.count) != Some(self.id) {
                 let removed = self.partitions.borrow_mut().remove(&topic, partition);
@@ -478,6 +512,7 @@ impl Shard {
         )
         .await;
         self.fit_cache();
+        self.follow_leaders();
         failed.into_inner()
     }
 
@@ -492,6 +527,7 @@ impl Shard {
             }
         };
         config.zero_ahead_bytes = self.settings.zero_ahead_bytes;
+        config.leader_epoch = config.leader_epoch.max(meta.epoch_of(partition));
         let (link, replay) = super::journal_glue::for_partition(self, meta, partition);
         let opened = PartitionLog::open_journaled(
             &dir,
@@ -507,7 +543,7 @@ impl Shard {
                 if !report.cuts.is_empty() {
                     log::warn!("shard {}: partition {name}: recovery cut {} piece(s)", self.id, report.cuts.len());
                 }
-                let p = Rc::new(Partition { log, appended: Default::default() });
+                let p = Rc::new(Partition { log, appended: Default::default(), replica: Default::default() });
                 self.partitions.borrow_mut().insert(topic, partition, p);
                 Ok(())
             }

@@ -78,6 +78,9 @@ pub async fn handle(shard: &Rc<Shard>, request: FetchRequest, version: i16) -> F
     let deadline = Instant::now() + wait;
     let min_bytes = request.min_bytes.max(0) as usize;
     let read_committed = request.isolation_level == 1;
+    // A follower's fetch names its broker (v15+ in the replica state).
+    let replica = if version >= 15 { request.replica_state.replica_id.0 } else { request.replica_id.0 };
+    let replica = if shard.settings.cluster.is_some() { replica.max(-1) } else { -1 };
     let max_bytes = if request.max_bytes <= 0 { usize::MAX } else { request.max_bytes as usize };
     let max_bytes = max_bytes.min(limits::FETCH_RESPONSE_BYTES_MAX);
     let (items, named) = requested(shard, &request, version, max_bytes);
@@ -87,7 +90,7 @@ pub async fn handle(shard: &Rc<Shard>, request: FetchRequest, version: i16) -> F
     };
     let Plan { items, named, session_id, only_changed, rotated } = plan;
     loop {
-        let mut outcomes = read_round(shard, &items, max_bytes, read_committed).await;
+        let mut outcomes = read_round(shard, &items, max_bytes, read_committed, replica).await;
         for (o, n) in outcomes.iter_mut().zip(&named) {
             if n.unknown_id {
                 o.error = errors::UNKNOWN_TOPIC_ID;
@@ -115,7 +118,7 @@ pub async fn handle(shard: &Rc<Shard>, request: FetchRequest, version: i16) -> F
             let topics = respond(&items, &named, outcomes, &keep, rotated);
             return FetchAnswer { error: errors::NONE, session_id, topics };
         }
-        wait_for_any(shard, &items, deadline - now, read_committed).await;
+        wait_for_any(shard, &items, deadline - now, read_committed, replica >= 0).await;
     }
 }
 
@@ -259,7 +262,13 @@ fn forgotten(shard: &Rc<Shard>, request: &FetchRequest, version: i16) -> Vec<Ses
 /// result to the request's `max_bytes`: a partition that would overflow it
 /// is answered empty, except the first with data (each read is already
 /// capped at `max_bytes`, so only its first batch can exceed it).
-async fn read_round(shard: &Rc<Shard>, items: &[ReadItem], max_bytes: usize, read_committed: bool) -> Vec<ReadOutcome> {
+async fn read_round(
+    shard: &Rc<Shard>,
+    items: &[ReadItem],
+    max_bytes: usize,
+    read_committed: bool,
+    replica: i32,
+) -> Vec<ReadOutcome> {
     let table = shard.topics();
     let mut by_owner: BTreeMap<ShardId, Vec<usize>> = BTreeMap::new();
     let mut outcomes = vec![ReadOutcome::default(); items.len()];
@@ -279,7 +288,7 @@ async fn read_round(shard: &Rc<Shard>, items: &[ReadItem], max_bytes: usize, rea
         tasks.push((
             indices,
             glommio::spawn_local(
-                async move { shard.ask(owner, Read { items: subset, max_bytes, read_committed }).await },
+                async move { shard.ask(owner, Read { items: subset, max_bytes, read_committed, replica }).await },
             ),
         ));
     }
@@ -310,7 +319,7 @@ async fn read_round(shard: &Rc<Shard>, items: &[ReadItem], max_bytes: usize, rea
 }
 
 /// Waits until an append reaches any requested partition, or `wait`.
-async fn wait_for_any(shard: &Rc<Shard>, items: &[ReadItem], wait: Duration, read_committed: bool) {
+async fn wait_for_any(shard: &Rc<Shard>, items: &[ReadItem], wait: Duration, read_committed: bool, replica: bool) {
     let table = shard.topics();
     let mut by_owner: BTreeMap<ShardId, Vec<(TopicHandle, i32, i64)>> = BTreeMap::new();
     for item in items {
@@ -324,7 +333,7 @@ async fn wait_for_any(shard: &Rc<Shard>, items: &[ReadItem], wait: Duration, rea
         let (shard, tx) = (shard.clone(), tx.clone());
         glommio::spawn_local(async move {
             // Shutdown (the owner gone) ends the wait as data would.
-            let _ = shard.ask(owner, WaitForData { items: subset, wait_ms, read_committed }).await;
+            let _ = shard.ask(owner, WaitForData { items: subset, wait_ms, read_committed, replica }).await;
             let _ = tx.unbounded_send(());
         })
         .detach();

@@ -1,0 +1,392 @@
+//! Partitions copied to other brokers, by Kafka's replication protocol.
+//!
+//! Each partition of a quorum topic has replicas (`TopicMeta::replicas`),
+//! one of them its leader. A follower's shard, the one that would own the
+//! partition, fetches from the leader with the Fetch API as a replica
+//! (`replica_id` = its node id) and appends what it gets at the leader's
+//! offsets (`PartitionLog::append_copied`): one fetch task per leader
+//! broker on each shard, for all the partitions it follows from there.
+//!
+//! The leader learns from each such fetch how far that follower's log
+//! reaches, and moves the high watermark to the lowest end among the
+//! in-sync replicas. Consumers read below the high watermark only, and an
+//! acks=all produce is answered once the high watermark passes its
+//! records: they are then on every in-sync replica. With fewer in-sync
+//! replicas than the topic's `min.insync.replicas`, acks=all is refused
+//! with NOT_ENOUGH_REPLICAS. The in-sync set shrinks when the quorum fences
+//! a broker (`ClusterTopic::fence`) and grows when the leader sees a
+//! follower reach the high watermark and asks the quorum (`JoinIsr`).
+//!
+//! All of this state is the owning shard's own (`Partition::replica`, a
+//! cell): nothing on the data path takes a lock.
+
+use std::{
+    cell::RefCell,
+    collections::{BTreeMap, BTreeSet},
+    rc::Rc,
+    time::{Duration, Instant},
+};
+
+use kafka_protocol::messages::{
+    fetch_request::{FetchPartition, FetchTopic},
+    ApiKey, BrokerId, FetchRequest, FetchResponse, TopicName,
+};
+
+use super::{topics::TopicHandle, Partition, Shard};
+use crate::{
+    controller::{BrokerAnswer, BrokerRequest},
+    protocol::errors::{self, ErrorCode},
+};
+
+/// The Fetch version a follower sends (topics by name, replica id in the
+/// request, flexible).
+const REPLICA_FETCH_VERSION: i16 = 12;
+/// How long the leader may hold a follower's fetch with nothing new.
+const REPLICA_FETCH_WAIT_MS: i32 = 500;
+/// Bytes per partition per follower fetch.
+const REPLICA_FETCH_PARTITION_BYTES: i32 = 1 << 20;
+/// Bytes per follower fetch.
+const REPLICA_FETCH_BYTES: i32 = 16 << 20;
+/// Pause after a failed fetch before the next try.
+const RETRY_PAUSE: Duration = Duration::from_millis(200);
+/// Longest an acks=all produce waits for its in-sync replicas.
+const REPLICATION_WAIT_MAX: Duration = Duration::from_secs(30);
+
+/// What this broker knows of a partition's copies. Alone, or for a
+/// partition with one replica, the high watermark is the log end.
+#[derive(Debug, Default)]
+pub struct ReplicaState {
+    /// Other brokers hold copies.
+    pub replicated: bool,
+    /// This broker leads the partition.
+    pub leading: bool,
+    pub epoch: i32,
+    /// The in-sync replicas other than this broker.
+    pub isr_others: Vec<i32>,
+    /// Every replica other than this broker.
+    pub others: Vec<i32>,
+    pub min_insync: usize,
+    /// Leader: where each follower's log ends, as its last fetch said.
+    pub follower_ends: BTreeMap<i32, i64>,
+    /// Leader: followers this leader asked the quorum to put in sync
+    /// (asked once per epoch).
+    pub joining: BTreeSet<i32>,
+    /// Replicated: the high watermark (never moves back).
+    pub high_watermark: i64,
+}
+
+impl Partition {
+    /// The offset below which records are on every in-sync replica: what
+    /// consumers may read and acks=all waits for.
+    pub fn high_watermark(&self) -> i64 {
+        let r = self.replica.borrow();
+        if r.replicated {
+            r.high_watermark.min(self.log.log_end())
+        } else {
+            self.log.log_end()
+        }
+    }
+
+    /// Leader: the high watermark from the in-sync followers' ends; wakes
+    /// readers and acks=all producers when it moved.
+    fn advance_high_watermark(&self) {
+        let moved = {
+            let mut r = self.replica.borrow_mut();
+            if !r.replicated || !r.leading {
+                return;
+            }
+            let lowest = r.isr_others.iter().map(|f| r.follower_ends.get(f).copied().unwrap_or(0)).min();
+            let hw = lowest.unwrap_or(i64::MAX).min(self.log.log_end());
+            let moved = hw > r.high_watermark;
+            if moved {
+                r.high_watermark = hw;
+            }
+            moved
+        };
+        if moved {
+            self.appended.notify_all();
+        }
+    }
+}
+
+impl Shard {
+    /// After a table is applied: brings each open partition's replica state
+    /// to the table, and starts a fetch task for each leader this shard
+    /// follows a partition of that has none.
+    pub(super) fn follow_leaders(self: &Rc<Self>) {
+        let table = self.topics();
+        let Some(me) = table.node_id else { return };
+        let mut leaders = BTreeSet::new();
+        for (topic, partition) in self.partitions.borrow().keys() {
+            let (Some(meta), Some(p)) = (table.topics.get(topic.as_str()), self.partition(&topic, partition)) else {
+                continue;
+            };
+            let replicas = meta.replicas_of(partition);
+            let isr = meta.isr_of(partition);
+            let leading = table.led_elsewhere(meta, partition).is_none();
+            let min_insync = meta.configs.get("min.insync.replicas").and_then(|v| v.parse().ok()).unwrap_or(1);
+            {
+                let mut r = p.replica.borrow_mut();
+                let epoch = meta.epoch_of(partition);
+                if epoch != r.epoch || leading != r.leading {
+                    r.joining.clear();
+                    r.follower_ends.clear();
+                }
+                r.replicated = replicas.len() > 1;
+                r.leading = leading;
+                r.epoch = epoch;
+                r.others = replicas.iter().copied().filter(|&b| b != me).collect();
+                r.isr_others = isr.iter().copied().filter(|&b| b != me).collect();
+                r.joining.retain(|b| !isr.contains(b));
+                r.min_insync = min_insync;
+            }
+            p.advance_high_watermark();
+            if let Some(leader) = table.followed(meta, partition) {
+                leaders.insert(leader);
+            }
+        }
+        for leader in leaders {
+            if self.fetchers.borrow_mut().insert(leader) {
+                glommio::spawn_local(self.clone().fetch_from(leader)).detach();
+            }
+        }
+    }
+
+    /// The partitions this shard copies from `leader`, with the offsets
+    /// its logs end at.
+    fn followed_from(&self, leader: i32) -> Vec<(TopicHandle, i32, Rc<Partition>)> {
+        let table = self.topics();
+        let keys = self.partitions.borrow().keys();
+        keys.into_iter()
+            .filter_map(|(topic, partition)| {
+                let (handle, meta) = table.topics.get_key_value(topic.as_str())?;
+                (table.followed(meta, partition) == Some(leader))
+                    .then(|| self.partition(&topic, partition).map(|p| (handle.clone(), partition, p)))
+                    .flatten()
+            })
+            .collect()
+    }
+
+    /// One follower fetch loop: while this shard follows a partition led by
+    /// `leader`, fetch them all from it and append what comes back.
+    async fn fetch_from(self: Rc<Self>, leader: i32) {
+        let me = self.settings.node_id;
+        let mut connection: Option<glommio::net::TcpStream> = None;
+        let mut correlation = 0i32;
+        loop {
+            let followed = self.followed_from(leader);
+            if followed.is_empty() {
+                break;
+            }
+            if connection.is_none() {
+                connection = self.connect_to(leader).await;
+                if connection.is_none() {
+                    glommio::timer::sleep(RETRY_PAUSE).await;
+                    continue;
+                }
+            }
+            let stream = connection.as_mut().expect("connected above");
+            correlation = correlation.wrapping_add(1);
+            let request = fetch_request(me, &followed);
+            match exchange(stream, correlation, &request).await {
+                Ok(response) => {
+                    if !self.take_answer(leader, &followed, response).await {
+                        glommio::timer::sleep(RETRY_PAUSE).await;
+                    }
+                }
+                Err(e) => {
+                    log::warn!("shard {}: fetching from broker {leader} as its follower: {e}", self.id);
+                    connection = None;
+                    glommio::timer::sleep(RETRY_PAUSE).await;
+                }
+            }
+        }
+        self.fetchers.borrow_mut().remove(&leader);
+    }
+
+    async fn connect_to(&self, leader: i32) -> Option<glommio::net::TcpStream> {
+        let listener = self.settings.listeners.first().map(|l| l.listener.clone()).unwrap_or_default();
+        let (host, port) = crate::controller::broker_address(&self.settings, &listener, leader)?;
+        let addr = format!("{host}:{port}");
+        match glommio::net::TcpStream::connect(addr.as_str()).await {
+            Ok(s) => {
+                let _ = s.set_nodelay(true);
+                Some(s)
+            }
+            Err(e) => {
+                log::debug!("shard {}: cannot reach broker {leader} at {addr}: {e}", self.id);
+                None
+            }
+        }
+    }
+
+    /// Appends a leader's answer to the followed partitions; false when
+    /// every partition came back with an error (the leader moved, or does
+    /// not know yet that it leads), so the loop pauses before asking again.
+    async fn take_answer(
+        &self,
+        leader: i32,
+        followed: &[(TopicHandle, i32, Rc<Partition>)],
+        response: FetchResponse,
+    ) -> bool {
+        let mut any_ok = false;
+        for t in &response.responses {
+            for answer in &t.partitions {
+                let Some((_, partition, p)) =
+                    followed.iter().find(|(n, i, _)| &**n == t.topic.0.as_str() && *i == answer.partition_index)
+                else {
+                    continue;
+                };
+                if answer.error_code != errors::NONE {
+                    log::debug!(
+                        "shard {}: {}-{partition} from broker {leader}: error {}",
+                        self.id,
+                        t.topic.0.as_str(),
+                        answer.error_code
+                    );
+                    continue;
+                }
+                any_ok = true;
+                if let Some(records) = answer.records.as_ref().filter(|r| !r.is_empty()) {
+                    if let Err(e) = p.log.append_copied(records).await {
+                        log::warn!("shard {}: copying {} from broker {leader}: {e}", self.id, p.log.name());
+                        continue;
+                    }
+                    p.appended.notify_all();
+                }
+                let mut r = p.replica.borrow_mut();
+                r.high_watermark = r.high_watermark.max(answer.high_watermark.min(p.log.log_end()));
+            }
+        }
+        any_ok
+    }
+
+    /// Leader, on a follower's fetch: notes where `replica`'s log ends,
+    /// moves the high watermark, and asks the quorum to put a follower that
+    /// reached it back in sync.
+    pub(super) fn follower_fetched(&self, topic: &str, partition: i32, p: &Partition, replica: i32, offset: i64) {
+        let join = {
+            let mut r = p.replica.borrow_mut();
+            if !r.leading || !r.others.contains(&replica) {
+                return;
+            }
+            r.follower_ends.insert(replica, offset);
+            let caught_up = offset >= r.high_watermark.min(p.log.log_end()) || offset >= p.log.log_end();
+            let join = caught_up && !r.isr_others.contains(&replica) && r.joining.insert(replica);
+            join.then_some(r.epoch)
+        };
+        p.advance_high_watermark();
+        if let (Some(epoch), Some(link)) = (join, self.settings.cluster.clone()) {
+            let request =
+                BrokerRequest::JoinIsr { topic: topic.to_string(), partition, broker: replica, epoch };
+            let shard = self.id;
+            let name = format!("{topic}-{partition}");
+            glommio::spawn_local(async move {
+                match link.ask(request).await {
+                    BrokerAnswer::Ok => log::info!("shard {shard}: broker {replica} is in sync for {name} again"),
+                    other => log::warn!("shard {shard}: broker {replica} could not rejoin {name}'s ISR: {other:?}"),
+                }
+            })
+            .detach();
+        }
+    }
+
+    /// Leader, acks=all: refuses the produce when the partition has fewer
+    /// in-sync replicas than `min.insync.replicas`.
+    pub(super) fn enough_replicas(p: &Partition) -> Result<(), (ErrorCode, String)> {
+        let r = p.replica.borrow();
+        let in_sync = r.isr_others.len() + 1;
+        if r.replicated && in_sync < r.min_insync {
+            return Err((
+                errors::NOT_ENOUGH_REPLICAS,
+                format!(
+                    "{}: {in_sync} in-sync replica(s), min.insync.replicas is {}",
+                    p.log.name(),
+                    r.min_insync
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Leader, acks=all: waits until the in-sync replicas hold everything
+    /// below `end`.
+    pub(super) async fn wait_replicated(p: &Partition, end: i64) -> Result<(), (ErrorCode, String)> {
+        let deadline = Instant::now() + REPLICATION_WAIT_MAX;
+        loop {
+            if p.high_watermark() >= end {
+                return Ok(());
+            }
+            if !p.replica.borrow().leading {
+                return Err((
+                    errors::NOT_LEADER_OR_FOLLOWER,
+                    format!("{}: leadership moved before the records were replicated", p.log.name()),
+                ));
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err((
+                    errors::REQUEST_TIMED_OUT,
+                    format!("{}: the in-sync replicas did not reach offset {end} in time", p.log.name()),
+                ));
+            }
+            let (tx, rx) = futures_channel::oneshot::channel::<()>();
+            p.appended.register(Rc::new(RefCell::new(Some(tx))));
+            futures_lite::future::or(
+                async {
+                    let _ = rx.await;
+                },
+                glommio::timer::sleep((deadline - now).min(Duration::from_millis(100))),
+            )
+            .await;
+        }
+    }
+}
+
+fn fetch_request(me: i32, followed: &[(TopicHandle, i32, Rc<Partition>)]) -> FetchRequest {
+    let mut request = FetchRequest::default();
+    request.replica_id = BrokerId(me);
+    request.max_wait_ms = REPLICA_FETCH_WAIT_MS;
+    request.min_bytes = 1;
+    request.max_bytes = REPLICA_FETCH_BYTES;
+    request.session_epoch = -1;
+    let mut topics: Vec<FetchTopic> = Vec::new();
+    for (topic, partition, p) in followed {
+        let mut fp = FetchPartition::default();
+        fp.partition = *partition;
+        fp.fetch_offset = p.log.log_end();
+        fp.partition_max_bytes = REPLICA_FETCH_PARTITION_BYTES;
+        fp.current_leader_epoch = p.replica.borrow().epoch;
+        fp.log_start_offset = -1;
+        match topics.last_mut().filter(|t| t.topic.0.as_str() == &**topic) {
+            Some(t) => t.partitions.push(fp),
+            None => {
+                let mut t = FetchTopic::default();
+                t.topic = TopicName(kafka_protocol::protocol::StrBytes::from_string(topic.to_string()));
+                t.partitions.push(fp);
+                topics.push(t);
+            }
+        }
+    }
+    request.topics = topics;
+    request
+}
+
+async fn exchange(
+    stream: &mut glommio::net::TcpStream,
+    correlation: i32,
+    request: &FetchRequest,
+) -> Result<FetchResponse, crate::client::ClientError> {
+    let version = REPLICA_FETCH_VERSION;
+    let frame = crate::protocol::client::request_frame(
+        ApiKey::Fetch,
+        version,
+        correlation,
+        Some("shardlog-replica"),
+        request,
+    )
+    .map_err(crate::client::ClientError::from)?;
+    crate::client::nonblocking::write_frame(stream, ApiKey::Fetch, version, &frame).await?;
+    let response = crate::client::nonblocking::read_response::<FetchResponse>(stream, ApiKey::Fetch, version).await?;
+    Ok(response.body)
+}
