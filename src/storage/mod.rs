@@ -18,6 +18,7 @@ pub mod log;
 pub mod open_files;
 pub mod producers;
 pub mod recovery;
+pub mod replica_files;
 pub mod segment;
 pub mod swap;
 #[cfg(test)]

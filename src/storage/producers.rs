@@ -33,7 +33,7 @@ const SNAPSHOT_HEADER_V1: &str = "shardlog-producers v1";
 pub const SNAPSHOT_SUFFIX: &str = "snapshot";
 
 /// Snapshot files in `dir`, by the offset they cover.
-fn snapshots(dir: &std::path::Path) -> std::io::Result<Vec<(i64, std::path::PathBuf)>> {
+pub(crate) fn snapshots(dir: &std::path::Path) -> std::io::Result<Vec<(i64, std::path::PathBuf)>> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;

@@ -85,7 +85,7 @@ fn read_checkpoint(dir: &Path, name: &PartitionName) -> Option<Checkpoint> {
 
 /// Lists segment base offsets in order and removes leftovers of interrupted
 /// atomic writes.
-fn list_segments(dir: &Path) -> io::Result<Vec<i64>> {
+pub(crate) fn list_segments(dir: &Path) -> io::Result<Vec<i64>> {
     let mut bases = Vec::new();
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;

@@ -37,6 +37,29 @@ fn transactional(base_sequence: i32) -> BytesMut {
     BytesMut::from(&b[..])
 }
 
+/// Every batch of `log` from offset 0, concatenated (reads stop at
+/// segment ends, so this reads on until the log end).
+async fn whole(log: &super::PartitionLog) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut offset = 0;
+    while offset < log.log_end() {
+        let bytes = log.read(offset, 1 << 20).await.unwrap().to_vec();
+        let mut at = 0;
+        while at < bytes.len() {
+            let h = record_batch::BatchHeader::parse(&bytes[at..], usize::MAX).unwrap();
+            offset = h.last_offset() + 1;
+            at += h.total_bytes();
+        }
+        out.extend_from_slice(&bytes);
+    }
+    out
+}
+
+/// Equal byte strings, without printing them whole when they are not.
+fn same(a: &[u8], b: &[u8], what: &str) {
+    assert!(a == b, "{what}: {} bytes against {}", a.len(), b.len());
+}
+
 #[test]
 fn a_follower_holds_the_leaders_bytes_at_the_leaders_offsets() {
     run(|| async {
@@ -63,8 +86,7 @@ fn a_follower_holds_the_leaders_bytes_at_the_leaders_offsets() {
         // it holds is skipped, not written twice.
         assert_eq!(follower.append_copied(&all[first_two + second..]).await.unwrap(), leader.log_end());
         assert_eq!(follower.append_copied(&all).await.unwrap(), leader.log_end());
-        let copy = follower.read(0, 1 << 20).await.unwrap().to_vec();
-        assert_eq!(copy, all, "the follower's log is the leader's, byte for byte");
+        same(&whole(&follower).await, &all, "the follower's log is the leader's, byte for byte");
         assert_eq!(follower.last_stable_offset(), leader.last_stable_offset());
         assert_eq!(follower.aborted_index(), leader.aborted_index(), "the leader's aborted transaction is known");
         assert_eq!(
@@ -84,6 +106,53 @@ fn a_follower_holds_the_leaders_bytes_at_the_leaders_offsets() {
         follower.close().await.unwrap();
         drop(follower);
         let reopened = open_log(fdir.path(), "copied-0", &config).await;
-        assert_eq!(reopened.read(0, 1 << 20).await.unwrap().to_vec(), all, "and so it reopens");
+        same(&whole(&reopened).await, &all, "and so it reopens");
+    });
+}
+
+#[test]
+fn a_cut_follower_ends_where_its_leader_says_and_copies_on_from_there() {
+    run(|| async {
+        let (ldir, fdir) = (tempdir(), tempdir());
+        // Small segments: the cut falls in one and removes the later ones.
+        let config = LogConfig { segment_bytes: 4096, ..LogConfig::default() };
+        let leader = open_log(ldir.path(), "cut-0", &config).await;
+        for i in 0..40 {
+            leader.append(plain(i), Durability::Written).await.unwrap();
+        }
+        let all = whole(&leader).await;
+        let follower = open_log(fdir.path(), "cut-0", &config).await;
+        let mut at = 0;
+        while at < all.len() {
+            // One segment's worth at a time, as fetches would bring it.
+            let h = record_batch::BatchHeader::parse(&all[at..], usize::MAX).unwrap();
+            follower.append_copied(&all[at..at + h.total_bytes()]).await.unwrap();
+            at += h.total_bytes();
+        }
+        assert_eq!(follower.log_end(), 40);
+        // Records the leader never had, at offsets 40..45.
+        for i in 100..105 {
+            follower.append(plain(i), Durability::Written).await.unwrap();
+        }
+        assert!(follower.segment_count() > 2, "the test needs several segments");
+        follower.sync_through(follower.log_end()).await.unwrap();
+        follower.close().await.unwrap();
+        drop(follower);
+        crate::storage::replica_files::save_epochs(fdir.path(), &[(0, 0), (1, 40)]).unwrap();
+
+        let removed = crate::storage::replica_files::truncate_dir(fdir.path(), 17).unwrap();
+        assert!(removed > 0);
+        assert_eq!(crate::storage::replica_files::load_epochs(fdir.path()), vec![(0, 0)], "epoch 1 was cut");
+        let cut = open_log(fdir.path(), "cut-0", &config).await;
+        assert_eq!(cut.log_end(), 17);
+        let kept = whole(&cut).await;
+        same(&kept, &all[..kept.len()], "what is left is the leader's");
+        let mut offset = 17;
+        while offset < leader.log_end() {
+            let rest = leader.read(offset, 1 << 20).await.unwrap().to_vec();
+            offset = cut.append_copied(&rest).await.unwrap();
+        }
+        assert_eq!(cut.log_end(), 40);
+        same(&whole(&cut).await, &all, "and then the leader's whole log");
     });
 }
