@@ -233,6 +233,18 @@ pub struct ListenerAddr {
 pub struct BrokerInfo {
     pub node_id: i32,
     pub listeners: Vec<ListenerAddr>,
+    /// Different at every start of the broker's process: a broker that
+    /// restarted within its session registers again, and leaves the
+    /// in-sync replicas as a fenced one does (its log may have lost what
+    /// it had not written when it stopped).
+    #[serde(default)]
+    pub incarnation: u64,
+}
+
+/// A number this process start is known by (`BrokerInfo::incarnation`).
+pub fn new_incarnation() -> u64 {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    nanos ^ (u64::from(std::process::id()) << 32)
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]

@@ -419,6 +419,18 @@ impl ClusterState {
         match command {
             Command::RegisterBroker(b) => {
                 let id = b.node_id;
+                let restarted = self.brokers.get(&id).is_some_and(|e| !e.fenced && e.info.incarnation != b.incarnation);
+                if restarted {
+                    // Fenced and unfenced at once, as a new process.
+                    if let Some(e) = self.brokers.get_mut(&id) {
+                        e.fenced = true;
+                    }
+                    let brokers = &self.brokers;
+                    let is_fenced = |n: i32| brokers.get(&n).is_none_or(|b| b.fenced);
+                    for topic in self.topics.values_mut() {
+                        topic.fence(id, is_fenced);
+                    }
+                }
                 self.brokers.insert(id, super::BrokerEntry { info: b, fenced: false });
                 let brokers = &self.brokers;
                 let is_fenced = |n: i32| brokers.get(&n).is_none_or(|b| b.fenced);

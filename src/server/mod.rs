@@ -104,6 +104,7 @@ fn start_controller(
         listeners: addrs
             .map(|a| ListenerAddr { name: a.listener.clone(), host: a.host.clone(), port: a.port })
             .collect(),
+        incarnation: crate::controller::new_incarnation(),
     };
     let settings = ControllerSettings {
         node_id: config.node_id,

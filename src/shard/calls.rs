@@ -27,7 +27,7 @@ use crate::{
         credentials_admin::{AlterCredentials, ApplyCredentials, UserOutcome},
         messages::{
             AllocateProducerId, AlterConfigs, ApplyTopics, CreatePartitions, CreateTopics, DeleteRecords, DeleteTopics,
-            ListOffset, MarkerWritten, Metrics, OffsetFound, OpenFailure, Produce, Produced, ProducerIdError, Read,
+            EpochEnd, ListOffset, MarkerWritten, Metrics, OffsetFound, OpenFailure, Produce, Produced, ProducerIdError, Read,
             ReadOutcome, TopicOutcome, WaitForData, WriteTxnMarkers,
         },
         Shard,
@@ -138,6 +138,9 @@ cross_shard_calls! {
         shard.wait_for_data(items, wait_ms, read_committed, replica)
     };
     ListOffset -> OffsetFound = |shard, call| shard.list_offset_local(call);
+    EpochEnd -> (ErrorCode, i32, i64) = |shard, EpochEnd { topic, partition, epoch }| {
+        std::future::ready(shard.epoch_end_local(&topic, partition, epoch))
+    };
     DeleteRecords -> OffsetFound = |shard, call| shard.delete_records_local(call);
     CreateTopics -> Vec<TopicOutcome> =
         |shard, CreateTopics { topics, validate_only }| shard.create_topics(topics, validate_only);

@@ -146,6 +146,15 @@ pub struct WaitForData {
     pub replica: bool,
 }
 
+/// OffsetForLeaderEpoch for one partition, to its owner: where epoch
+/// `epoch` ends in its log.
+#[derive(Debug)]
+pub struct EpochEnd {
+    pub topic: TopicHandle,
+    pub partition: i32,
+    pub epoch: i32,
+}
+
 /// ListOffsets for one partition: -2 earliest, -1 latest, -3 max
 /// timestamp, -4 earliest local, -5 latest tiered, else by time.
 #[derive(Debug)]

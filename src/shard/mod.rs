@@ -196,6 +196,9 @@ pub struct Shard {
     pub(crate) replay: RefCell<Option<Arc<crate::storage::journal::Replay>>>,
     /// In a quorum: the leaders this shard runs a follower fetch task for.
     fetchers: RefCell<std::collections::BTreeSet<i32>>,
+    /// Serialises applying a topic table with cutting a follower's log
+    /// (both close and open partitions).
+    reopen_permit: glommio::sync::Semaphore,
 }
 
 impl Shard {
@@ -234,6 +237,7 @@ impl Shard {
             journal: Default::default(),
             replay: RefCell::new(None),
             fetchers: RefCell::new(Default::default()),
+            reopen_permit: glommio::sync::Semaphore::new(1),
         })
     }
 

@@ -472,6 +472,8 @@ impl Shard {
     /// (and for deleted topics or partitions removes) the ones no longer
     /// here. Returns the partitions that could not be opened, with why.
     pub async fn apply_topics(self: &Rc<Self>, table: Arc<TopicTable>) -> Vec<OpenFailure> {
+        // Not while a follower's log is being cut and opened again.
+        let _permit = self.reopen_permit.acquire_permit(1).await.expect("reopen permit: never closed");
         let before = std::mem::replace(&mut *self.topics.borrow_mut(), table.clone());
         let open: Vec<(String, i32)> = self.partitions.borrow().keys();
         for (topic, partition) in open {
@@ -516,7 +518,12 @@ impl Shard {
         failed.into_inner()
     }
 
-    async fn open_partition(&self, topic: &str, partition: i32, meta: &TopicMeta) -> Result<(), StorageError> {
+    pub(super) async fn open_partition(
+        &self,
+        topic: &str,
+        partition: i32,
+        meta: &TopicMeta,
+    ) -> Result<(), StorageError> {
         let name = format!("{topic}-{partition}");
         let dir = self.settings.data_dir.join(&name);
         let mut config = match topics::log_config(&meta.configs) {
@@ -528,7 +535,15 @@ impl Shard {
         };
         config.zero_ahead_bytes = self.settings.zero_ahead_bytes;
         config.leader_epoch = config.leader_epoch.max(meta.epoch_of(partition));
-        let (link, replay) = super::journal_glue::for_partition(self, meta, partition);
+        // A replicated partition's log may be cut back to its leader's
+        // (`replica_files::truncate_dir`), which the shard journal's copies
+        // of its batches know nothing of: it syncs its own segments.
+        let replicated = meta.replicas_of(partition).len() > 1;
+        let (link, replay) = if replicated {
+            (None, Vec::new())
+        } else {
+            super::journal_glue::for_partition(self, meta, partition)
+        };
         let opened = PartitionLog::open_journaled(
             &dir,
             PartitionName(name.clone()),
@@ -544,6 +559,9 @@ impl Shard {
                     log::warn!("shard {}: partition {name}: recovery cut {} piece(s)", self.id, report.cuts.len());
                 }
                 let p = Rc::new(Partition { log, appended: Default::default(), replica: Default::default() });
+                if replicated {
+                    self.load_epochs(&p, meta, partition).await;
+                }
                 self.partitions.borrow_mut().insert(topic, partition, p);
                 Ok(())
             }

@@ -29,13 +29,22 @@ use std::{
 
 use kafka_protocol::messages::{
     fetch_request::{FetchPartition, FetchTopic},
-    ApiKey, BrokerId, FetchRequest, FetchResponse, TopicName,
+    offset_for_leader_epoch_request::{OffsetForLeaderPartition, OffsetForLeaderTopic},
+    ApiKey, BrokerId, FetchRequest, FetchResponse, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
+    TopicName,
 };
 
-use super::{topics::TopicHandle, Partition, Shard};
+use super::{
+    topics::{TopicHandle, TopicMeta, TopicTable},
+    Partition, Shard,
+};
 use crate::{
     controller::{BrokerAnswer, BrokerRequest},
-    protocol::errors::{self, ErrorCode},
+    protocol::{
+        errors::{self, ErrorCode},
+        record_batch::BatchHeader,
+    },
+    storage::replica_files::{self, Epochs},
 };
 
 /// The Fetch version a follower sends (topics by name, replica id in the
@@ -73,6 +82,11 @@ pub struct ReplicaState {
     pub joining: BTreeSet<i32>,
     /// Replicated: the high watermark (never moves back).
     pub high_watermark: i64,
+    /// The leader epochs the log holds records of (`replica_files`).
+    pub epochs: Epochs,
+    /// Follower: the leader epoch under which this log was last checked
+    /// against the leader's (and cut where it ran past it).
+    pub checked_epoch: Option<i32>,
 }
 
 impl Partition {
@@ -117,30 +131,12 @@ impl Shard {
         let table = self.topics();
         let Some(me) = table.node_id else { return };
         let mut leaders = BTreeSet::new();
-        for (topic, partition) in self.partitions.borrow().keys() {
+        let keys = self.partitions.borrow().keys();
+        for (topic, partition) in keys {
             let (Some(meta), Some(p)) = (table.topics.get(topic.as_str()), self.partition(&topic, partition)) else {
                 continue;
             };
-            let replicas = meta.replicas_of(partition);
-            let isr = meta.isr_of(partition);
-            let leading = table.led_elsewhere(meta, partition).is_none();
-            let min_insync = meta.configs.get("min.insync.replicas").and_then(|v| v.parse().ok()).unwrap_or(1);
-            {
-                let mut r = p.replica.borrow_mut();
-                let epoch = meta.epoch_of(partition);
-                if epoch != r.epoch || leading != r.leading {
-                    r.joining.clear();
-                    r.follower_ends.clear();
-                }
-                r.replicated = replicas.len() > 1;
-                r.leading = leading;
-                r.epoch = epoch;
-                r.others = replicas.iter().copied().filter(|&b| b != me).collect();
-                r.isr_others = isr.iter().copied().filter(|&b| b != me).collect();
-                r.joining.retain(|b| !isr.contains(b));
-                r.min_insync = min_insync;
-            }
-            p.advance_high_watermark();
+            refresh_replica(&table, me, meta, partition, &p);
             if let Some(leader) = table.followed(meta, partition) {
                 leaders.insert(leader);
             }
@@ -186,6 +182,27 @@ impl Shard {
                 }
             }
             let stream = connection.as_mut().expect("connected above");
+            let unchecked: Vec<_> = followed
+                .iter()
+                .filter(|(_, _, p)| {
+                    let r = p.replica.borrow();
+                    r.checked_epoch != Some(r.epoch)
+                })
+                .cloned()
+                .collect();
+            if !unchecked.is_empty() {
+                correlation = correlation.wrapping_add(1);
+                match self.check_divergence(stream, correlation, leader, &unchecked).await {
+                    Ok(true) => {}
+                    Ok(false) => glommio::timer::sleep(RETRY_PAUSE).await,
+                    Err(e) => {
+                        log::warn!("shard {}: asking broker {leader} where our epochs end: {e}", self.id);
+                        connection = None;
+                        glommio::timer::sleep(RETRY_PAUSE).await;
+                    }
+                }
+                continue;
+            }
             correlation = correlation.wrapping_add(1);
             let request = fetch_request(me, &followed);
             match exchange(stream, correlation, &request).await {
@@ -248,7 +265,28 @@ impl Shard {
                 }
                 any_ok = true;
                 if let Some(records) = answer.records.as_ref().filter(|r| !r.is_empty()) {
-                    if let Err(e) = p.log.append_copied(records).await {
+                    // The epochs the records start are known before they
+                    // are written, so a crash never leaves records of an
+                    // epoch the file does not name.
+                    let learned = {
+                        let r = p.replica.borrow();
+                        epochs_after(&r.epochs, records, p.log.log_end())
+                    };
+                    if let Some(epochs) = learned {
+                        if let Err(e) = save_epochs(p, &epochs).await {
+                            log::warn!("shard {}: {}: cannot save its leader epochs: {e}", self.id, p.log.name());
+                            continue;
+                        }
+                        p.replica.borrow_mut().epochs = epochs;
+                    }
+                    // Durable before the next fetch tells the leader it is
+                    // here: an acknowledged record survives any in-sync
+                    // replica's crash.
+                    let copied = match p.log.append_copied(records).await {
+                        Ok(end) => p.log.sync_through(end).await,
+                        Err(e) => Err(e),
+                    };
+                    if let Err(e) = copied {
                         log::warn!("shard {}: copying {} from broker {leader}: {e}", self.id, p.log.name());
                         continue;
                     }
@@ -259,6 +297,129 @@ impl Shard {
             }
         }
         any_ok
+    }
+
+    /// Follower, on a new leader epoch: asks the leader where this log's
+    /// last epoch ends in its log, and cuts this log there when it runs
+    /// past it. True when every partition asked about got its answer.
+    async fn check_divergence(
+        &self,
+        stream: &mut glommio::net::TcpStream,
+        correlation: i32,
+        leader: i32,
+        unchecked: &[(TopicHandle, i32, Rc<Partition>)],
+    ) -> Result<bool, crate::client::ClientError> {
+        let mut asked = Vec::new();
+        for item in unchecked {
+            let p = &item.2;
+            if p.log.log_end() == p.log.log_start() {
+                // Nothing here to disagree with the leader.
+                let mut r = p.replica.borrow_mut();
+                r.checked_epoch = Some(r.epoch);
+            } else {
+                asked.push(item.clone());
+            }
+        }
+        if asked.is_empty() {
+            return Ok(true);
+        }
+        let request = epoch_request(self.settings.node_id, &asked);
+        let version = EPOCH_REQUEST_VERSION;
+        let api = ApiKey::OffsetForLeaderEpoch;
+        let frame = crate::protocol::client::request_frame(api, version, correlation, Some("shardlog-replica"), &request)
+            .map_err(crate::client::ClientError::from)?;
+        crate::client::nonblocking::write_frame(stream, api, version, &frame).await?;
+        let response = crate::client::nonblocking::read_response::<OffsetForLeaderEpochResponse>(stream, api, version)
+            .await?
+            .body;
+        let mut all = true;
+        for (topic, partition, p) in &asked {
+            let answer = response
+                .topics
+                .iter()
+                .filter(|t| t.topic.0.as_str() == &**topic)
+                .flat_map(|t| t.partitions.iter())
+                .find(|a| a.partition == *partition);
+            let Some(answer) = answer.filter(|a| a.error_code == errors::NONE) else {
+                all = false;
+                continue;
+            };
+            if answer.end_offset >= 0 && answer.end_offset < p.log.log_end() {
+                self.cut_to(topic, *partition, p, answer.end_offset, leader).await;
+            } else {
+                let mut r = p.replica.borrow_mut();
+                r.checked_epoch = Some(r.epoch);
+            }
+        }
+        Ok(all)
+    }
+
+    /// Cuts a followed partition's log before `offset` (its leader's log
+    /// ends there for this log's last epoch): closes it, cuts its files and
+    /// opens it again.
+    async fn cut_to(&self, topic: &TopicHandle, partition: i32, p: &Rc<Partition>, offset: i64, leader: i32) {
+        let _permit = self.reopen_permit.acquire_permit(1).await.expect("reopen permit: never closed");
+        let name = p.log.name().clone();
+        let Some(p) = self.partitions.borrow_mut().remove(topic, partition).filter(|open| Rc::ptr_eq(open, p)) else {
+            return;
+        };
+        let end = p.log.log_end();
+        if let Err(e) = p.log.close().await {
+            log::warn!("shard {}: closing {name} to cut it: {e}", self.id);
+        }
+        p.appended.notify_all();
+        let dir = p.log.dir().to_path_buf();
+        let cut = glommio::executor().spawn_blocking(move || replica_files::truncate_dir(&dir, offset)).await;
+        match cut {
+            Ok(bytes) => log::warn!(
+                "shard {}: {name}: cut at offset {offset} (it ended at {end}): {bytes} bytes broker {leader},                  its leader, does not have",
+                self.id
+            ),
+            Err(e) => log::error!("shard {}: {name}: cannot cut at offset {offset}: {e}", self.id),
+        }
+        let table = self.topics();
+        let (Some(meta), Some(me)) = (table.topics.get(&**topic), table.node_id) else { return };
+        if super::router::host(&table, topic, partition, self.count) != Some(self.id) {
+            return;
+        }
+        if let Err(e) = self.open_partition(topic, partition, meta).await {
+            log::error!("shard {}: {name}: cannot open it again after the cut: {e}", self.id);
+            return;
+        }
+        if let Some(p) = self.partition(topic, partition) {
+            refresh_replica(&table, me, meta, partition, &p);
+        }
+    }
+
+    /// On opening a replicated partition: its epochs, and, when this
+    /// broker leads it under a newer epoch, that epoch's start (the log
+    /// end). A follower that asks where an older epoch ends is told this
+    /// offset and cuts anything of its own after it.
+    pub(super) async fn load_epochs(&self, p: &Partition, meta: &TopicMeta, partition: i32) {
+        let dir = p.log.dir().to_path_buf();
+        let mut epochs = glommio::executor().spawn_blocking(move || replica_files::load_epochs(&dir)).await;
+        let table = self.topics();
+        let epoch = meta.epoch_of(partition);
+        let leading = table.led_elsewhere(meta, partition).is_none();
+        if leading && epoch > 0 && epochs.last().is_none_or(|&(e, _)| e < epoch) {
+            if epochs.is_empty() && p.log.log_end() > p.log.log_start() {
+                epochs.push((0, p.log.log_start()));
+            }
+            epochs.push((epoch, p.log.log_end()));
+            if let Err(e) = save_epochs(p, &epochs).await {
+                log::warn!("shard {}: {}: cannot save its leader epochs: {e}", self.id, p.log.name());
+            }
+        }
+        p.replica.borrow_mut().epochs = epochs;
+    }
+
+    /// The owner's answer to OffsetForLeaderEpoch: where epoch `asked` ends
+    /// in this partition's log, as (epoch, end offset).
+    pub(super) fn epoch_end_local(&self, topic: &str, partition: i32, asked: i32) -> (ErrorCode, i32, i64) {
+        let Some(p) = self.partition(topic, partition) else { return (errors::UNKNOWN_TOPIC_OR_PARTITION, -1, -1) };
+        let r = p.replica.borrow();
+        let (epoch, end) = replica_files::epoch_end(&r.epochs, asked, p.log.log_start(), p.log.log_end());
+        (errors::NONE, epoch, end)
     }
 
     /// Leader, on a follower's fetch: notes where `replica`'s log ends,
@@ -343,6 +504,52 @@ impl Shard {
     }
 }
 
+/// The OffsetForLeaderEpoch version a follower sends (it carries the
+/// replica id).
+const EPOCH_REQUEST_VERSION: i16 = 3;
+
+fn epoch_request(me: i32, asked: &[(TopicHandle, i32, Rc<Partition>)]) -> OffsetForLeaderEpochRequest {
+    let mut request = OffsetForLeaderEpochRequest::default();
+    request.replica_id = BrokerId(me);
+    for (topic, partition, p) in asked {
+        let r = p.replica.borrow();
+        let mut q = OffsetForLeaderPartition::default();
+        q.partition = *partition;
+        q.current_leader_epoch = r.epoch;
+        q.leader_epoch = r.epochs.last().map_or(0, |&(e, _)| e);
+        match request.topics.last_mut().filter(|t| t.topic.0.as_str() == &**topic) {
+            Some(t) => t.partitions.push(q),
+            None => {
+                let mut t = OffsetForLeaderTopic::default();
+                t.topic = TopicName(kafka_protocol::protocol::StrBytes::from_string(topic.to_string()));
+                t.partitions.push(q);
+                request.topics.push(t);
+            }
+        }
+    }
+    request
+}
+
+/// `epochs` with the epochs that batches in `records` past `log_end`
+/// start, if there are any new ones.
+fn epochs_after(epochs: &Epochs, records: &[u8], log_end: i64) -> Option<Epochs> {
+    let mut out = epochs.clone();
+    let mut at = 0;
+    while at < records.len() {
+        let Ok(h) = BatchHeader::parse(&records[at..], usize::MAX) else { break };
+        if h.last_offset() >= log_end && out.last().is_none_or(|&(e, _)| h.leader_epoch > e) {
+            out.push((h.leader_epoch, h.base_offset.max(log_end)));
+        }
+        at += h.total_bytes();
+    }
+    (out.len() != epochs.len()).then_some(out)
+}
+
+async fn save_epochs(p: &Partition, epochs: &Epochs) -> std::io::Result<()> {
+    let (dir, epochs) = (p.log.dir().to_path_buf(), epochs.clone());
+    glommio::executor().spawn_blocking(move || replica_files::save_epochs(&dir, &epochs)).await
+}
+
 fn fetch_request(me: i32, followed: &[(TopicHandle, i32, Rc<Partition>)]) -> FetchRequest {
     let mut request = FetchRequest::default();
     request.replica_id = BrokerId(me);
@@ -389,4 +596,30 @@ async fn exchange(
     crate::client::nonblocking::write_frame(stream, ApiKey::Fetch, version, &frame).await?;
     let response = crate::client::nonblocking::read_response::<FetchResponse>(stream, ApiKey::Fetch, version).await?;
     Ok(response.body)
+}
+
+/// Brings a partition's replica state to the table: its replicas, in-sync
+/// set, epoch and whether this broker leads it.
+fn refresh_replica(table: &TopicTable, me: i32, meta: &TopicMeta, partition: i32, p: &Partition) {
+    let replicas = meta.replicas_of(partition);
+    let isr = meta.isr_of(partition);
+    let leading = table.led_elsewhere(meta, partition).is_none();
+    let min_insync = meta.configs.get("min.insync.replicas").and_then(|v| v.parse().ok()).unwrap_or(1);
+    {
+        let mut r = p.replica.borrow_mut();
+        let epoch = meta.epoch_of(partition);
+        if epoch != r.epoch || leading != r.leading {
+            r.joining.clear();
+            r.follower_ends.clear();
+            r.checked_epoch = None;
+        }
+        r.replicated = replicas.len() > 1;
+        r.leading = leading;
+        r.epoch = epoch;
+        r.others = replicas.iter().copied().filter(|&b| b != me).collect();
+        r.isr_others = isr.iter().copied().filter(|&b| b != me).collect();
+        r.joining.retain(|b| !isr.contains(b));
+        r.min_insync = min_insync;
+    }
+    p.advance_high_watermark();
 }

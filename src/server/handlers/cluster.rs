@@ -1,8 +1,9 @@
 //! The cluster-level APIs admin tools call: DescribeCluster (versions 0–2),
 //! OffsetForLeaderEpoch (2–4) and DescribeLogDirs (1–4).
 //!
-//! shardlog is one broker whose partitions all have leader epoch 0, so a
-//! leader-epoch question has one answer: epoch 0 ends at the log end.
+//! A partition's leader epoch is 0 alone; in a quorum the log names it
+//! (one more at each change of leader), and the owner answers where an
+//! epoch ends from the partition's epochs (`storage::replica_files`).
 
 use std::rc::Rc;
 
@@ -18,13 +19,11 @@ use crate::protocol::errors;
 use crate::{
     server::handlers::str_bytes,
     shard::{
-        messages::{ListOffset, Metrics, OffsetFound},
+        messages::{EpochEnd, Metrics},
         router, Shard,
     },
 };
 
-/// The only leader epoch this broker's partitions have.
-const LEADER_EPOCH: i32 = 0;
 /// Kafka's "authorized operations not requested" sentinel.
 const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
 
@@ -57,7 +56,7 @@ pub async fn offset_for_leader_epoch(
     let mut response = OffsetForLeaderEpochResponse::default();
     for topic in request.topics {
         let name = topic.topic.0.to_string();
-        let handle = table.handle(&name);
+        let found = table.topics.get_key_value(name.as_str());
         let mut result = OffsetForLeaderTopicResult::default();
         result.topic = topic.topic.clone();
         for p in topic.partitions {
@@ -65,23 +64,14 @@ pub async fn offset_for_leader_epoch(
             e.partition = p.partition;
             let owner = router::owner(&table, &name, p.partition, shard.count);
             let no_owner = router::no_owner_error(&table, &name, p.partition);
-            (e.error_code, e.leader_epoch, e.end_offset) = match handle.as_ref().zip(owner) {
+            let epoch = found.map_or(0, |(_, meta)| meta.epoch_of(p.partition));
+            (e.error_code, e.leader_epoch, e.end_offset) = match found.zip(owner) {
                 None => (no_owner, -1, -1),
-                Some(_) if p.current_leader_epoch > LEADER_EPOCH => (errors::UNKNOWN_LEADER_EPOCH, -1, -1),
-                Some(_) if (0..LEADER_EPOCH).contains(&p.current_leader_epoch) => (errors::FENCED_LEADER_EPOCH, -1, -1),
-                // No epoch at or below the one asked for: Kafka's UNDEFINED answer.
-                Some(_) if p.leader_epoch < LEADER_EPOCH => (errors::NONE, -1, -1),
-                Some((topic, owner)) => {
-                    let call = ListOffset {
-                        topic: topic.clone(),
-                        partition: p.partition,
-                        timestamp: -1,
-                        read_committed: false,
-                    };
-                    match shard.ask(owner, call).await {
-                        Ok(OffsetFound { error, offset, .. }) => (error, LEADER_EPOCH, offset),
-                        Err(_) => (errors::KAFKA_STORAGE_ERROR, -1, -1),
-                    }
+                Some(_) if p.current_leader_epoch > epoch => (errors::UNKNOWN_LEADER_EPOCH, -1, -1),
+                Some(_) if (0..epoch).contains(&p.current_leader_epoch) => (errors::FENCED_LEADER_EPOCH, -1, -1),
+                Some(((handle, _), owner)) => {
+                    let call = EpochEnd { topic: handle.clone(), partition: p.partition, epoch: p.leader_epoch };
+                    shard.ask(owner, call).await.unwrap_or((errors::KAFKA_STORAGE_ERROR, -1, -1))
                 }
             };
             result.partitions.push(e);
