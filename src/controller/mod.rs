@@ -82,7 +82,12 @@ pub enum Command {
     /// A partition's leader saw `broker` catch up to its high watermark:
     /// it joins the in-sync replicas, if the leader's `epoch` is still the
     /// partition's (a deposed leader's word counts for nothing).
-    JoinIsr { topic: String, partition: i32, broker: i32, epoch: i32 },
+    JoinIsr {
+        topic: String,
+        partition: i32,
+        broker: i32,
+        epoch: i32,
+    },
 }
 
 /// A change to an existing topic.
@@ -327,7 +332,12 @@ pub(crate) enum BrokerRequest {
     ChangeAcls(ChangeAcls),
     AlterCredentials(Vec<CredentialChange>),
     /// A partition's leader (at `epoch`) saw `broker` catch up.
-    JoinIsr { topic: String, partition: i32, broker: i32, epoch: i32 },
+    JoinIsr {
+        topic: String,
+        partition: i32,
+        broker: i32,
+        epoch: i32,
+    },
 }
 
 #[derive(Serialize, Deserialize, Debug)]

@@ -27,8 +27,8 @@ use crate::{
         credentials_admin::{AlterCredentials, ApplyCredentials, UserOutcome},
         messages::{
             AllocateProducerId, AlterConfigs, ApplyTopics, CreatePartitions, CreateTopics, DeleteRecords, DeleteTopics,
-            EpochEnd, ListOffset, MarkerWritten, Metrics, OffsetFound, OpenFailure, Produce, Produced, ProducerIdError, Read,
-            ReadOutcome, TopicOutcome, WaitForData, WriteTxnMarkers,
+            EpochEnd, ListOffset, MarkerWritten, Metrics, OffsetFound, OpenFailure, Produce, Produced, ProducerIdError,
+            Read, ReadOutcome, TopicOutcome, WaitForData, WriteTxnMarkers,
         },
         Shard,
     },

@@ -539,11 +539,8 @@ impl Shard {
         // (`replica_files::truncate_dir`), which the shard journal's copies
         // of its batches know nothing of: it syncs its own segments.
         let replicated = meta.replicas_of(partition).len() > 1;
-        let (link, replay) = if replicated {
-            (None, Vec::new())
-        } else {
-            super::journal_glue::for_partition(self, meta, partition)
-        };
+        let (link, replay) =
+            if replicated { (None, Vec::new()) } else { super::journal_glue::for_partition(self, meta, partition) };
         let opened = PartitionLog::open_journaled(
             &dir,
             PartitionName(name.clone()),

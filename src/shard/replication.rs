@@ -326,12 +326,12 @@ impl Shard {
         let request = epoch_request(self.settings.node_id, &asked);
         let version = EPOCH_REQUEST_VERSION;
         let api = ApiKey::OffsetForLeaderEpoch;
-        let frame = crate::protocol::client::request_frame(api, version, correlation, Some("shardlog-replica"), &request)
-            .map_err(crate::client::ClientError::from)?;
+        let frame =
+            crate::protocol::client::request_frame(api, version, correlation, Some("shardlog-replica"), &request)
+                .map_err(crate::client::ClientError::from)?;
         crate::client::nonblocking::write_frame(stream, api, version, &frame).await?;
-        let response = crate::client::nonblocking::read_response::<OffsetForLeaderEpochResponse>(stream, api, version)
-            .await?
-            .body;
+        let response =
+            crate::client::nonblocking::read_response::<OffsetForLeaderEpochResponse>(stream, api, version).await?.body;
         let mut all = true;
         for (topic, partition, p) in &asked {
             let answer = response
@@ -438,8 +438,7 @@ impl Shard {
         };
         p.advance_high_watermark();
         if let (Some(epoch), Some(link)) = (join, self.settings.cluster.clone()) {
-            let request =
-                BrokerRequest::JoinIsr { topic: topic.to_string(), partition, broker: replica, epoch };
+            let request = BrokerRequest::JoinIsr { topic: topic.to_string(), partition, broker: replica, epoch };
             let shard = self.id;
             let name = format!("{topic}-{partition}");
             glommio::spawn_local(async move {
@@ -460,11 +459,7 @@ impl Shard {
         if r.replicated && in_sync < r.min_insync {
             return Err((
                 errors::NOT_ENOUGH_REPLICAS,
-                format!(
-                    "{}: {in_sync} in-sync replica(s), min.insync.replicas is {}",
-                    p.log.name(),
-                    r.min_insync
-                ),
+                format!("{}: {in_sync} in-sync replica(s), min.insync.replicas is {}", p.log.name(), r.min_insync),
             ));
         }
         Ok(())
@@ -585,14 +580,9 @@ async fn exchange(
     request: &FetchRequest,
 ) -> Result<FetchResponse, crate::client::ClientError> {
     let version = REPLICA_FETCH_VERSION;
-    let frame = crate::protocol::client::request_frame(
-        ApiKey::Fetch,
-        version,
-        correlation,
-        Some("shardlog-replica"),
-        request,
-    )
-    .map_err(crate::client::ClientError::from)?;
+    let frame =
+        crate::protocol::client::request_frame(ApiKey::Fetch, version, correlation, Some("shardlog-replica"), request)
+            .map_err(crate::client::ClientError::from)?;
     crate::client::nonblocking::write_frame(stream, ApiKey::Fetch, version, &frame).await?;
     let response = crate::client::nonblocking::read_response::<FetchResponse>(stream, ApiKey::Fetch, version).await?;
     Ok(response.body)

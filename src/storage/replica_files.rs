@@ -9,12 +9,7 @@
 //! never had. Every acknowledged record is below the cut, since the new
 //! leader was in sync.
 
-use std::{
-    fs::File,
-    io,
-    os::unix::fs::FileExt,
-    path::Path,
-};
+use std::{fs::File, io, os::unix::fs::FileExt, path::Path};
 
 use crate::{
     protocol::record_batch::{BatchHeader, HEADER_BYTES},
@@ -85,7 +80,9 @@ pub fn truncate_dir(dir: &Path, offset: i64) -> io::Result<u64> {
         let log = segment::segment_path(dir, base, segment::LOG_SUFFIX);
         if base >= offset && i > 0 {
             removed += std::fs::metadata(&log).map_or(0, |m| m.len());
-            for suffix in [segment::LOG_SUFFIX, segment::INDEX_SUFFIX, segment::TIME_INDEX_SUFFIX, txn_index::TXN_INDEX_SUFFIX] {
+            for suffix in
+                [segment::LOG_SUFFIX, segment::INDEX_SUFFIX, segment::TIME_INDEX_SUFFIX, txn_index::TXN_INDEX_SUFFIX]
+            {
                 remove(&segment::segment_path(dir, base, suffix))?;
             }
             continue;

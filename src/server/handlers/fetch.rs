@@ -287,9 +287,9 @@ async fn read_round(
         let shard = shard.clone();
         tasks.push((
             indices,
-            glommio::spawn_local(
-                async move { shard.ask(owner, Read { items: subset, max_bytes, read_committed, replica }).await },
-            ),
+            glommio::spawn_local(async move {
+                shard.ask(owner, Read { items: subset, max_bytes, read_committed, replica }).await
+            }),
         ));
     }
     for (indices, task) in tasks {

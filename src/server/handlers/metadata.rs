@@ -86,7 +86,8 @@ fn partition(shard: &Shard, meta: &TopicMeta, index: i32, live: &[i32]) -> Metad
     p.leader_epoch = meta.epoch_of(index);
     let replicas = meta.replicas_of(index);
     let isr = meta.isr_of(index);
-    p.replica_nodes = if replicas.is_empty() { vec![leader.into()] } else { replicas.into_iter().map(Into::into).collect() };
+    p.replica_nodes =
+        if replicas.is_empty() { vec![leader.into()] } else { replicas.into_iter().map(Into::into).collect() };
     p.isr_nodes = if isr.is_empty() { vec![leader.into()] } else { isr.into_iter().map(Into::into).collect() };
     if live.contains(&leader) {
         p.leader_id = leader.into();

@@ -1,0 +1,239 @@
+//! Replicated partitions (issue 18, data replication): three broker
+//! processes on 127.0.0.1 in one quorum, a topic with three replicas per
+//! partition. librdkafka produces with acks=all while a follower and then a
+//! leader are SIGKILLed and restarted; every acknowledged record is read
+//! back exactly once, in order, and every replica's log files hold the same
+//! bytes once the replicas are in sync again.
+
+mod common;
+
+use std::{
+    collections::BTreeMap,
+    path::Path,
+    time::{Duration, Instant},
+};
+
+use common::{
+    broker::Broker,
+    cluster::{broker, metadata, one_record, start_three, wait_for_brokers, wait_for_three},
+    wire::{produce, Wire},
+};
+use kafka_protocol::messages::{create_topics_request, ApiKey, CreateTopicsRequest, CreateTopicsResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use rdkafka::message::Message;
+
+const NOT_ENOUGH_REPLICAS: i16 = 19;
+const IDEMPOTENT: &[(&str, &str)] = &[("enable.idempotence", "true")];
+
+/// CreateTopics (v7) with a replication factor and configs.
+fn create(w: &mut Wire, name: &str, partitions: i32, replicas: i16, configs: &[(&str, &str)]) -> (i16, String) {
+    let mut t = create_topics_request::CreatableTopic::default();
+    t.name = TopicName(StrBytes::from_string(name.to_string()));
+    t.num_partitions = partitions;
+    t.replication_factor = replicas;
+    for (k, v) in configs {
+        let mut c = create_topics_request::CreatableTopicConfig::default();
+        c.name = StrBytes::from_string(k.to_string());
+        c.value = Some(StrBytes::from_string(v.to_string()));
+        t.configs.push(c);
+    }
+    let mut req = CreateTopicsRequest::default();
+    req.topics.push(t);
+    req.timeout_ms = 10_000;
+    let resp: CreateTopicsResponse = w.call(ApiKey::CreateTopics, 7, &req);
+    let message = resp.topics[0].error_message.as_ref().map(|m| m.to_string()).unwrap_or_default();
+    (resp.topics[0].error_code, message)
+}
+
+/// Each partition's (leader, replicas, in-sync replicas, leader epoch) as
+/// `b` tells them.
+fn partitions(b: &Broker, topic: &str) -> Vec<(i32, Vec<i32>, Vec<i32>, i32)> {
+    let response = metadata(b, Some(&[topic]), false);
+    let mut ps: Vec<_> = response.topics[0]
+        .partitions
+        .iter()
+        .map(|p| {
+            let ids = |v: &[kafka_protocol::messages::BrokerId]| {
+                let mut v: Vec<i32> = v.iter().map(|b| b.0).collect();
+                v.sort();
+                v
+            };
+            (p.partition_index, (p.leader_id.0, ids(&p.replica_nodes), ids(&p.isr_nodes), p.leader_epoch))
+        })
+        .collect();
+    ps.sort();
+    ps.into_iter().map(|(_, p)| p).collect()
+}
+
+/// Waits until `b` says `check` of every partition of `topic`.
+fn wait_until(
+    b: &Broker,
+    topic: &str,
+    what: &str,
+    check: impl Fn(&(i32, Vec<i32>, Vec<i32>, i32)) -> bool,
+) -> Vec<(i32, Vec<i32>, Vec<i32>, i32)> {
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        let seen = partitions(b, topic);
+        if !seen.is_empty() && seen.iter().all(&check) {
+            return seen;
+        }
+        assert!(Instant::now() < deadline, "{what}: never so; {topic} is {seen:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The batches in a replica's segment files of `topic`-`p`, concatenated
+/// (the zero padding after each file's last batch left out).
+fn log_bytes(dir: &Path, id: i32, topic: &str, p: i32) -> Vec<u8> {
+    let pdir = dir.join(format!("b{id}/{topic}-{p}"));
+    let mut files: Vec<_> = std::fs::read_dir(&pdir)
+        .unwrap_or_else(|e| panic!("{}: {e}", pdir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .collect();
+    files.sort();
+    let mut out = Vec::new();
+    for f in files {
+        let bytes = std::fs::read(&f).unwrap();
+        let mut at = 0;
+        while at + 12 <= bytes.len() {
+            let len = i32::from_be_bytes(bytes[at + 8..at + 12].try_into().unwrap());
+            if len <= 0 || at + 12 + len as usize > bytes.len() {
+                break;
+            }
+            at += 12 + len as usize;
+        }
+        out.extend_from_slice(&bytes[..at]);
+    }
+    out
+}
+
+/// Waits until the three replicas of every partition hold the same bytes,
+/// and at least `min` bytes each.
+fn wait_identical(dir: &Path, topic: &str, partitions: i32, min: usize) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for p in 0..partitions {
+        loop {
+            let logs: Vec<Vec<u8>> = (1..=3).map(|id| log_bytes(dir, id, topic, p)).collect();
+            if logs.iter().all(|l| *l == logs[0]) && logs[0].len() >= min {
+                break;
+            }
+            let sizes: Vec<usize> = logs.iter().map(Vec::len).collect();
+            assert!(Instant::now() < deadline, "{topic}-{p}: the replicas never agreed: sizes {sizes:?}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+fn sigkill(brokers: &mut [(i32, Broker)], id: i32) {
+    brokers.iter_mut().find(|(i, _)| *i == id).unwrap().1.kill();
+}
+
+fn restart(brokers: &mut [(i32, Broker)], id: i32) {
+    brokers.iter_mut().find(|(i, _)| *i == id).unwrap().1.restart();
+}
+
+#[test]
+fn acknowledged_records_survive_the_loss_of_a_follower_and_of_a_leader() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut brokers = start_three(dir.path());
+    wait_for_three(&brokers);
+    let mut w = Wire::connect(&broker(&brokers, 1).bootstrap());
+    assert_eq!(create(&mut w, "rep", 3, 3, &[("min.insync.replicas", "2")]).0, 0);
+    assert_eq!(create(&mut w, "strict", 1, 3, &[("min.insync.replicas", "3")]).0, 0);
+    let (code, message) = create(&mut w, "too-many", 1, 4, &[]);
+    assert_eq!(code, 38, "four replicas on three brokers: {message}");
+    let placed = wait_until(broker(&brokers, 2), "rep", "three in-sync replicas", |p| p.2 == vec![1, 2, 3]);
+    for (leader, replicas, _, epoch) in &placed {
+        assert_eq!(replicas, &vec![1, 2, 3]);
+        assert_eq!(*epoch, 0);
+        assert!((1..=3).contains(leader));
+    }
+    for p in 0..3 {
+        for id in 1..=3 {
+            assert!(dir.path().join(format!("b{id}/rep-{p}")).is_dir(), "rep-{p} has a copy on broker {id}");
+        }
+    }
+
+    // Acknowledged with acks=all: on every replica, byte for byte.
+    let mut sent: Vec<(i32, String)> = (0..90).map(|i| (i % 3, format!("a{i}"))).collect();
+    let mut delivered = common::produce::produce_with(&broker(&brokers, 1).bootstrap(), "rep", &sent, IDEMPOTENT);
+    assert_eq!(delivered.len(), 90);
+    wait_identical(dir.path(), "rep", 3, 1);
+
+    // A follower of partition 0 is lost: it leaves the in-sync replicas,
+    // and acks=all goes on with the two left (min.insync.replicas 2), but
+    // not for a topic that wants all three.
+    let leader0 = placed[0].0;
+    let follower = (1..=3).find(|&id| id != leader0).unwrap();
+    sigkill(&mut brokers, follower);
+    let live = (1..=3).find(|&id| id != follower).unwrap();
+    wait_until(broker(&brokers, live), "rep", "the follower out of sync", |p| !p.2.contains(&follower));
+    let strict = wait_until(broker(&brokers, live), "strict", "the follower out of sync", |p| p.2.len() == 2);
+    if strict[0].0 != follower {
+        let mut lw = Wire::connect(&broker(&brokers, strict[0].0).bootstrap());
+        let (code, _) = produce(&mut lw, "strict", 0, one_record("needs three"), -1);
+        assert_eq!(code, NOT_ENOUGH_REPLICAS, "two in sync, three required");
+        assert_eq!(produce(&mut lw, "strict", 0, one_record("acks=1 is fine"), 1).0, 0);
+    }
+    let more: Vec<(i32, String)> = (90..150).map(|i| (i % 3, format!("b{i}"))).collect();
+    let got = common::produce::produce_with(&broker(&brokers, live).bootstrap(), "rep", &more, IDEMPOTENT);
+    assert_eq!(got.len(), 60, "acks=all with two of three in sync");
+    sent.extend(more);
+    delivered.extend(got);
+
+    // It comes back, copies what it missed, and is in sync again.
+    restart(&mut brokers, follower);
+    wait_for_three(&brokers);
+    wait_until(broker(&brokers, follower), "rep", "the follower back in sync", |p| p.2 == vec![1, 2, 3]);
+    wait_identical(dir.path(), "rep", 3, 1);
+
+    // The leader of partition 0 is lost: an in-sync replica takes over
+    // under a new epoch, and producers follow it.
+    let killed = Instant::now();
+    sigkill(&mut brokers, leader0);
+    let other = (1..=3).find(|&id| id != leader0).unwrap();
+    let moved = wait_until(broker(&brokers, other), "rep", "a new leader", |p| p.0 != leader0);
+    assert!(moved[0].3 >= 1, "a new leader epoch: {moved:?}");
+    let first = common::produce::produce_with(
+        &broker(&brokers, other).bootstrap(),
+        "rep",
+        &[(0, "c-first".to_string())],
+        IDEMPOTENT,
+    );
+    assert_eq!(first.len(), 1);
+    println!("partition 0 took acks=all again {:?} after its leader's SIGKILL", killed.elapsed());
+    sent.push((0, "c-first".to_string()));
+    delivered.extend(first);
+    let more: Vec<(i32, String)> = (150..210).map(|i| (i % 3, format!("c{i}"))).collect();
+    let got = common::produce::produce_with(&broker(&brokers, other).bootstrap(), "rep", &more, IDEMPOTENT);
+    assert_eq!(got.len(), 60);
+    sent.extend(more);
+    delivered.extend(got);
+
+    // The old leader returns as a follower and catches up.
+    restart(&mut brokers, leader0);
+    wait_for_brokers(&brokers, &[1, 2, 3]);
+    wait_until(broker(&brokers, leader0), "rep", "the old leader back in sync", |p| p.2 == vec![1, 2, 3]);
+    wait_identical(dir.path(), "rep", 3, 1);
+
+    // Every acknowledged record exactly once, in order, at the offset it
+    // was acknowledged at.
+    let consumer = common::consume::from_start(&broker(&brokers, leader0).bootstrap(), "check", "rep", 3, &[]);
+    let mut read: BTreeMap<i32, Vec<(i64, String)>> = BTreeMap::new();
+    let deadline = Instant::now() + Duration::from_secs(40);
+    while read.values().map(Vec::len).sum::<usize>() < delivered.len() && Instant::now() < deadline {
+        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(200)) {
+            let value = String::from_utf8(m.payload().unwrap_or_default().to_vec()).unwrap();
+            read.entry(m.partition()).or_default().push((m.offset(), value));
+        }
+    }
+    for p in 0..3 {
+        let mut acked: Vec<(i64, String)> = delivered.iter().filter(|d| d.0 == p).map(|d| (d.1, d.2.clone())).collect();
+        acked.sort();
+        let got = read.get(&p).cloned().unwrap_or_default();
+        assert_eq!(got, acked, "rep-{p}: read back against acknowledged");
+    }
+    assert_eq!(sent.len(), delivered.len());
+}
