@@ -237,3 +237,56 @@ fn acknowledged_records_survive_the_loss_of_a_follower_and_of_a_leader() {
     }
     assert_eq!(sent.len(), delivered.len());
 }
+
+fn signal(b: &Broker, sig: &str) {
+    let status = std::process::Command::new("kill").args([sig, &b.pid().to_string()]).status().unwrap();
+    assert!(status.success(), "kill {sig}");
+}
+
+#[test]
+fn a_deposed_leaders_records_that_were_never_replicated_are_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut brokers = start_three(dir.path());
+    wait_for_three(&brokers);
+    let mut w = Wire::connect(&broker(&brokers, 1).bootstrap());
+    assert_eq!(create(&mut w, "cut", 1, 3, &[]).0, 0);
+    let placed = wait_until(broker(&brokers, 1), "cut", "three in sync", |p| p.2 == vec![1, 2, 3]);
+    let leader = placed[0].0;
+    let followers: Vec<i32> = (1..=3).filter(|&id| id != leader).collect();
+    let mut lw = Wire::connect(&broker(&brokers, leader).bootstrap());
+    for i in 0..5 {
+        assert_eq!(produce(&mut lw, "cut", 0, one_record(&format!("kept-{i}")), -1).0, 0);
+    }
+
+    // Both followers paused (shorter than their session): the leader takes
+    // records with acks=1 that no follower copies, then dies.
+    for f in &followers {
+        signal(broker(&brokers, *f), "-STOP");
+    }
+    // Their fetches already sent are answered (empty) within the leader's
+    // 500 ms wait; no new one comes.
+    std::thread::sleep(Duration::from_millis(1500));
+    for i in 0..3 {
+        assert_eq!(produce(&mut lw, "cut", 0, one_record(&format!("lost-{i}")), 1).0, 0);
+    }
+    sigkill(&mut brokers, leader);
+    for f in &followers {
+        signal(broker(&brokers, *f), "-CONT");
+    }
+    let moved = wait_until(broker(&brokers, followers[0]), "cut", "a follower leads", |p| p.0 != leader);
+    let new_leader = moved[0].0;
+    let mut nw = Wire::connect(&broker(&brokers, new_leader).bootstrap());
+    for i in 0..4 {
+        assert_eq!(produce(&mut nw, "cut", 0, one_record(&format!("new-{i}")), -1).0, 0, "acks=all on the new leader");
+    }
+
+    // The old leader comes back as a follower: its three records at
+    // offsets 5..8 are not the new leader's, and go.
+    restart(&mut brokers, leader);
+    wait_until(broker(&brokers, leader), "cut", "the old leader in sync", |p| p.2 == vec![1, 2, 3]);
+    wait_identical(dir.path(), "cut", 1, 1);
+    let bytes = log_bytes(dir.path(), leader, "cut", 0);
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(!text.contains("lost-"), "records no follower had are cut from the old leader");
+    assert!(text.contains("new-3") && text.contains("kept-4"));
+}
