@@ -25,6 +25,7 @@ mod changes;
 mod member;
 mod network;
 mod observer;
+mod replicas;
 mod store;
 mod view;
 
@@ -135,71 +136,6 @@ pub struct ClusterTopic {
     /// Each partition's leader epoch, one more at every change of leader.
     #[serde(default)]
     pub epochs: Vec<i32>,
-}
-
-impl ClusterTopic {
-    /// Partition `p`'s replicas (the leader alone in old entries).
-    pub fn replicas_of(&self, p: usize) -> Vec<i32> {
-        match self.replicas.get(p) {
-            Some(r) if !r.is_empty() => r.clone(),
-            _ => self.leaders.get(p).map(|&l| vec![l]).unwrap_or_default(),
-        }
-    }
-
-    /// Partition `p`'s in-sync replicas (its replicas in old entries).
-    pub fn isr_of(&self, p: usize) -> Vec<i32> {
-        match self.isr.get(p) {
-            Some(r) if !r.is_empty() => r.clone(),
-            _ => self.replicas_of(p),
-        }
-    }
-
-    /// Fills the per-partition lists out to the partition count, so they
-    /// can be changed by index.
-    pub fn fill_out(&mut self) {
-        let n = self.leaders.len();
-        let replicas: Vec<Vec<i32>> = (0..n).map(|p| self.replicas_of(p)).collect();
-        let isr: Vec<Vec<i32>> = (0..n).map(|p| self.isr_of(p)).collect();
-        self.replicas = replicas;
-        self.isr = isr;
-        self.epochs.resize(n, 0);
-    }
-
-    /// The broker `fenced` stopped answering: it leaves every in-sync set
-    /// it is in but the last member's place (Kafka never empties an ISR:
-    /// its last member is the only replica known to hold everything), and
-    /// a partition it led moves to another in-sync replica that is not
-    /// fenced, under a new epoch. With none, the partition stays with it,
-    /// offline until it returns.
-    pub fn fence(&mut self, fenced: i32, is_fenced: impl Fn(i32) -> bool) {
-        self.fill_out();
-        for p in 0..self.leaders.len() {
-            let isr = &mut self.isr[p];
-            if isr.len() > 1 && isr.contains(&fenced) {
-                isr.retain(|&b| b != fenced);
-            }
-            if self.leaders[p] == fenced {
-                if let Some(&next) = isr.iter().find(|&&b| b != fenced && !is_fenced(b)) {
-                    self.leaders[p] = next;
-                    self.epochs[p] += 1;
-                }
-            }
-        }
-    }
-
-    /// A partition with no live leader whose in-sync replica `back`
-    /// returned is led by it again (the leader stayed with a fenced broker
-    /// only when no other in-sync replica was live).
-    pub fn unfence(&mut self, back: i32, is_fenced: impl Fn(i32) -> bool) {
-        self.fill_out();
-        for p in 0..self.leaders.len() {
-            let leader = self.leaders[p];
-            if leader != back && is_fenced(leader) && self.isr[p].contains(&back) {
-                self.leaders[p] = back;
-                self.epochs[p] += 1;
-            }
-        }
-    }
 }
 
 /// A topic a broker asks the leader to create, checked by that broker.
@@ -338,6 +274,10 @@ pub(crate) enum BrokerRequest {
         broker: i32,
         epoch: i32,
     },
+    /// A follower's connection to this broker was refused: the leader
+    /// checks, and fences it at once if it refuses the leader too (its
+    /// process is gone), instead of after its session.
+    Unreachable(i32),
 }
 
 #[derive(Serialize, Deserialize, Debug)]
@@ -472,6 +412,23 @@ impl Controller {
         }
     }
 
+    /// The address of live broker `id`'s first listener when a connection
+    /// to it is refused there (nothing listens: its process is gone). A
+    /// broker paused or cut off does not refuse; its session decides.
+    async fn refuses_connections(&self, id: i32) -> Option<String> {
+        let addr = {
+            let view = self.published.borrow();
+            let entry = view.brokers.get(&id).filter(|b| !b.fenced)?;
+            let l = entry.info.listeners.first()?;
+            format!("{}:{}", l.host, l.port)
+        };
+        let probe = tokio::time::timeout(Duration::from_millis(500), tokio::net::TcpStream::connect(&addr)).await;
+        match probe {
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => Some(addr),
+            _ => None,
+        }
+    }
+
     /// A heartbeat, answered by the leader: it notes the time and writes a
     /// registration when the broker is new, fenced or has moved.
     async fn broker_request(&self, request: BrokerRequest) -> BrokerAnswer {
@@ -491,6 +448,13 @@ impl Controller {
                 log::info!("controller: broker {id} is shutting down; fencing it");
                 Command::FenceBroker(id)
             }
+            BrokerRequest::Unreachable(id) => match self.refuses_connections(id).await {
+                Some(addr) => {
+                    log::warn!("controller: broker {id} refuses connections at {addr}; fencing it now");
+                    Command::FenceBroker(id)
+                }
+                None => return BrokerAnswer::Ok,
+            },
             BrokerRequest::JoinIsr { topic, partition, broker, epoch } => {
                 Command::JoinIsr { topic, partition, broker, epoch }
             }

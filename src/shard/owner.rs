@@ -475,13 +475,14 @@ impl Shard {
         // Not while a follower's log is being cut and opened again.
         let _permit = self.reopen_permit.acquire_permit(1).await.expect("reopen permit: never closed");
         let before = std::mem::replace(&mut *self.topics.borrow_mut(), table.clone());
+        // Before any await: a partition this broker now leads takes no
+        // append under its old epoch.
+        self.refresh_open_replicas();
         let open: Vec<(String, i32)> = self.partitions.borrow().keys();
         for (topic, partition) in open {
-            // A new leader epoch reopens the log too: its batches from
-            // then on carry the new epoch.
             let reconfigured = matches!(
                 (before.topics.get(topic.as_str()), table.topics.get(topic.as_str())),
-                (Some(old), Some(new)) if old.configs != new.configs || old.epoch_of(partition) != new.epoch_of(partition)
+                (Some(old), Some(new)) if old.configs != new.configs
             );
             if reconfigured || router::host(&table, &topic, partition, self.count) != Some(self.id) {
                 let removed = self.partitions.borrow_mut().remove(&topic, partition);
@@ -557,7 +558,13 @@ impl Shard {
                 }
                 let p = Rc::new(Partition { log, appended: Default::default(), replica: Default::default() });
                 if replicated {
-                    self.load_epochs(&p, meta, partition).await;
+                    // Its replicas known before any request can find it:
+                    // acks=all must not count on the log end alone.
+                    self.load_epochs(&p).await;
+                    let table = self.topics();
+                    if let Some(me) = table.node_id {
+                        super::replication::refresh_replica(&table, me, meta, partition, &p);
+                    }
                 }
                 self.partitions.borrow_mut().insert(topic, partition, p);
                 Ok(())

@@ -58,6 +58,8 @@ const REPLICA_FETCH_PARTITION_BYTES: i32 = 1 << 20;
 const REPLICA_FETCH_BYTES: i32 = 16 << 20;
 /// Pause after a failed fetch before the next try.
 const RETRY_PAUSE: Duration = Duration::from_millis(200);
+/// How often a follower may tell the quorum its leader refuses it.
+const REPORT_EVERY: Duration = Duration::from_secs(1);
 /// Longest an acks=all produce waits for its in-sync replicas.
 const REPLICATION_WAIT_MAX: Duration = Duration::from_secs(30);
 
@@ -84,6 +86,8 @@ pub struct ReplicaState {
     pub high_watermark: i64,
     /// The leader epochs the log holds records of (`replica_files`).
     pub epochs: Epochs,
+    /// `epochs` gained an entry its file does not have yet.
+    pub epochs_unsaved: bool,
     /// Follower: the leader epoch under which this log was last checked
     /// against the leader's (and cut where it ran past it).
     pub checked_epoch: Option<i32>,
@@ -129,21 +133,42 @@ impl Shard {
     /// follows a partition of that has none.
     pub(super) fn follow_leaders(self: &Rc<Self>) {
         let table = self.topics();
-        let Some(me) = table.node_id else { return };
+        if table.node_id.is_none() {
+            return;
+        }
+        self.refresh_open_replicas();
         let mut leaders = BTreeSet::new();
-        let keys = self.partitions.borrow().keys();
-        for (topic, partition) in keys {
-            let (Some(meta), Some(p)) = (table.topics.get(topic.as_str()), self.partition(&topic, partition)) else {
-                continue;
-            };
-            refresh_replica(&table, me, meta, partition, &p);
+        for (topic, partition, p) in self.partitions.borrow().iter() {
+            let Some(meta) = table.topics.get(topic) else { continue };
             if let Some(leader) = table.followed(meta, partition) {
                 leaders.insert(leader);
+            }
+            if std::mem::take(&mut p.replica.borrow_mut().epochs_unsaved) {
+                let (p, shard) = (p.clone(), self.id);
+                glommio::spawn_local(async move {
+                    let epochs = p.replica.borrow().epochs.clone();
+                    if let Err(e) = save_epochs(&p, &epochs).await {
+                        log::warn!("shard {shard}: {}: cannot save its leader epochs: {e}", p.log.name());
+                    }
+                })
+                .detach();
             }
         }
         for leader in leaders {
             if self.fetchers.borrow_mut().insert(leader) {
                 glommio::spawn_local(self.clone().fetch_from(leader)).detach();
+            }
+        }
+    }
+
+    /// Brings every open partition's replica state to the current table
+    /// (no await: called as a table is swapped in).
+    pub(super) fn refresh_open_replicas(&self) {
+        let table = self.topics();
+        let Some(me) = table.node_id else { return };
+        for (topic, partition, p) in self.partitions.borrow().iter() {
+            if let Some(meta) = table.topics.get(topic) {
+                refresh_replica(&table, me, meta, partition, p);
             }
         }
     }
@@ -169,16 +194,23 @@ impl Shard {
         let me = self.settings.node_id;
         let mut connection: Option<glommio::net::TcpStream> = None;
         let mut correlation = 0i32;
+        let mut last_report: Option<Instant> = None;
         loop {
             let followed = self.followed_from(leader);
             if followed.is_empty() {
                 break;
             }
             if connection.is_none() {
-                connection = self.connect_to(leader).await;
-                if connection.is_none() {
-                    glommio::timer::sleep(RETRY_PAUSE).await;
-                    continue;
+                match self.connect_to(leader).await {
+                    Ok(stream) => connection = Some(stream),
+                    Err(refused) => {
+                        if refused && last_report.is_none_or(|t: Instant| t.elapsed() >= REPORT_EVERY) {
+                            last_report = Some(Instant::now());
+                            self.report_unreachable(leader);
+                        }
+                        glommio::timer::sleep(RETRY_PAUSE).await;
+                        continue;
+                    }
                 }
             }
             let stream = connection.as_mut().expect("connected above");
@@ -221,20 +253,37 @@ impl Shard {
         self.fetchers.borrow_mut().remove(&leader);
     }
 
-    async fn connect_to(&self, leader: i32) -> Option<glommio::net::TcpStream> {
+    /// A connection to `leader`'s first listener; Err(true) when it was
+    /// refused (nothing listens there), Err(false) for any other failure.
+    async fn connect_to(&self, leader: i32) -> Result<glommio::net::TcpStream, bool> {
         let listener = self.settings.listeners.first().map(|l| l.listener.clone()).unwrap_or_default();
-        let (host, port) = crate::controller::broker_address(&self.settings, &listener, leader)?;
+        let (host, port) = crate::controller::broker_address(&self.settings, &listener, leader).ok_or(false)?;
         let addr = format!("{host}:{port}");
         match glommio::net::TcpStream::connect(addr.as_str()).await {
             Ok(s) => {
                 let _ = s.set_nodelay(true);
-                Some(s)
+                Ok(s)
             }
             Err(e) => {
                 log::debug!("shard {}: cannot reach broker {leader} at {addr}: {e}", self.id);
-                None
+                let refused = matches!(&e, glommio::GlommioError::IoError(io) if io.kind() == std::io::ErrorKind::ConnectionRefused);
+                Err(refused)
             }
         }
+    }
+
+    /// Tells the quorum that `leader` refused this follower: if it refuses
+    /// the quorum's leader too it is fenced now, and its partitions move to
+    /// in-sync replicas without waiting out its session.
+    fn report_unreachable(&self, leader: i32) {
+        let Some(link) = self.settings.cluster.clone() else { return };
+        let shard = self.id;
+        glommio::spawn_local(async move {
+            if let BrokerAnswer::Failed(e) = link.ask(BrokerRequest::Unreachable(leader)).await {
+                log::debug!("shard {shard}: reporting broker {leader} unreachable: {e}");
+            }
+        })
+        .detach();
     }
 
     /// Appends a leader's answer to the followed partitions; false when
@@ -391,25 +440,11 @@ impl Shard {
         }
     }
 
-    /// On opening a replicated partition: its epochs, and, when this
-    /// broker leads it under a newer epoch, that epoch's start (the log
-    /// end). A follower that asks where an older epoch ends is told this
-    /// offset and cuts anything of its own after it.
-    pub(super) async fn load_epochs(&self, p: &Partition, meta: &TopicMeta, partition: i32) {
+    /// On opening a replicated partition: the epochs its file names (a
+    /// leader's new epoch is added by `refresh_replica`).
+    pub(super) async fn load_epochs(&self, p: &Partition) {
         let dir = p.log.dir().to_path_buf();
-        let mut epochs = glommio::executor().spawn_blocking(move || replica_files::load_epochs(&dir)).await;
-        let table = self.topics();
-        let epoch = meta.epoch_of(partition);
-        let leading = table.led_elsewhere(meta, partition).is_none();
-        if leading && epoch > 0 && epochs.last().is_none_or(|&(e, _)| e < epoch) {
-            if epochs.is_empty() && p.log.log_end() > p.log.log_start() {
-                epochs.push((0, p.log.log_start()));
-            }
-            epochs.push((epoch, p.log.log_end()));
-            if let Err(e) = save_epochs(p, &epochs).await {
-                log::warn!("shard {}: {}: cannot save its leader epochs: {e}", self.id, p.log.name());
-            }
-        }
+        let epochs = glommio::executor().spawn_blocking(move || replica_files::load_epochs(&dir)).await;
         p.replica.borrow_mut().epochs = epochs;
     }
 
@@ -590,7 +625,7 @@ async fn exchange(
 
 /// Brings a partition's replica state to the table: its replicas, in-sync
 /// set, epoch and whether this broker leads it.
-fn refresh_replica(table: &TopicTable, me: i32, meta: &TopicMeta, partition: i32, p: &Partition) {
+pub(super) fn refresh_replica(table: &TopicTable, me: i32, meta: &TopicMeta, partition: i32, p: &Partition) {
     let replicas = meta.replicas_of(partition);
     let isr = meta.isr_of(partition);
     let leading = table.led_elsewhere(meta, partition).is_none();
@@ -610,6 +645,18 @@ fn refresh_replica(table: &TopicTable, me: i32, meta: &TopicMeta, partition: i32
         r.isr_others = isr.iter().copied().filter(|&b| b != me).collect();
         r.joining.retain(|b| !isr.contains(b));
         r.min_insync = min_insync;
+        if leading && r.replicated {
+            // Leading under a new epoch: appends carry it from now on, and
+            // it starts at the log end (followers ask where theirs end).
+            p.log.set_leader_epoch(epoch);
+            if epoch > 0 && r.epochs.last().is_none_or(|&(e, _)| e < epoch) {
+                if r.epochs.is_empty() && p.log.log_end() > p.log.log_start() {
+                    r.epochs.push((0, p.log.log_start()));
+                }
+                r.epochs.push((epoch, p.log.log_end()));
+                r.epochs_unsaved = true;
+            }
+        }
     }
     p.advance_high_watermark();
 }

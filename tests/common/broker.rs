@@ -212,6 +212,12 @@ impl Broker {
 
 impl Drop for Broker {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            // The broker's side of a failed test: its last log lines.
+            let log = self.log.lock().unwrap_or_else(|p| p.into_inner());
+            let tail = &log[log.len().saturating_sub(40)..];
+            eprintln!("--- last log lines of the broker in {} ---\n{}", self.data_dir.display(), tail.join("\n"));
+        }
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();

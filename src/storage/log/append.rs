@@ -243,9 +243,9 @@ impl PartitionLog {
             for p in run.iter_mut() {
                 if !p.copied {
                     record_batch::patch_base_offset(&mut p.batch, next);
-                    record_batch::patch_leader_epoch(&mut p.batch, self.config.leader_epoch);
+                    record_batch::patch_leader_epoch(&mut p.batch, self.leader_epoch.get());
                     p.header.base_offset = next;
-                    p.header.leader_epoch = self.config.leader_epoch;
+                    p.header.leader_epoch = self.leader_epoch.get();
                 }
                 debug_assert!(p.header.base_offset >= next, "copied batches continue the log");
                 next = p.header.last_offset() + 1;

@@ -54,6 +54,7 @@ impl PartitionLog {
         replay: &[Bytes],
     ) -> Result<(Self, RecoveryReport), StorageError> {
         let config = config.clamped();
+        let leader_epoch = config.leader_epoch;
         let (segments, mut report) = recovery::recover(dir, &name, &config, &faults, clock.now_ms()).await?;
         let active = segments.last().expect("recover returns at least one segment");
         let next_offset = active.next_offset;
@@ -87,6 +88,7 @@ impl PartitionLog {
             sealing: RefCell::new(None),
             halted: Rc::new(Cell::new(false)),
             cleaned_up_to: Cell::new(None),
+            leader_epoch: Cell::new(leader_epoch),
             stats: LogStats::default(),
             journal: None,
         };

@@ -163,6 +163,9 @@ pub struct PartitionLog {
     /// The active segment's base at the last compaction pass: segments
     /// below it have been cleaned.
     pub(super) cleaned_up_to: Cell<Option<i64>>,
+    /// The leader epoch this log's own appends carry: the config's at
+    /// open, raised when this broker leads the partition under a newer one.
+    pub(super) leader_epoch: Cell<i32>,
     pub(super) stats: LogStats,
     /// The shard journal durable appends go through, if any.
     pub(super) journal: Option<crate::storage::journal::JournalLink>,
@@ -210,6 +213,11 @@ impl PartitionLog {
     /// Injects faults into this log's files (tests).
     pub fn faults(&self) -> &Faults {
         &self.faults
+    }
+
+    /// From now on, appends carry `epoch` (never lowered).
+    pub fn set_leader_epoch(&self, epoch: i32) {
+        self.leader_epoch.set(self.leader_epoch.get().max(epoch));
     }
 
     pub fn log_start(&self) -> i64 {
