@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Produce throughput and latency of a three-broker cluster beside one
 # broker, same build, same run. The cluster is three voters of one metadata
-# quorum; the topic's partitions are spread over them, one replica each
-# (partitions are not replicated yet, so this is the cost of the cluster's
-# routing and of three processes sharing the machine, not of replication).
+# quorum; the topic's partitions are spread over them, with one replica
+# each (arm `cluster`: the cost of routing and of three processes sharing
+# the machine) and with three (arm `rf3`: every record copied to the two
+# other brokers; acks=all waits for them).
 #
 #   perf/cluster-bench.sh                 # 16 partitions, 1 KiB, 5,000 msg/s
 #   RATE=20000 REPS=3 perf/cluster-bench.sh
@@ -71,19 +72,23 @@ start_arm() { # arm, rep
     sleep 3
 }
 
-bench() { # name, topic, acks, rate
+bench() { # name, topic, acks, rate, replication factor
     taskset -c "$CLIENT_CORE" "$BIN" bench produce --bootstrap "127.0.0.1:$PORT" --topic "$2" \
-        --partitions "$PARTITIONS" --record-size 1024 --acks "$3" --rate "$4" --duration "$DURATION" \
+        --partitions "$PARTITIONS" --replication-factor "$5" --record-size 1024 --acks "$3" --rate "$4" \
+        --duration "$DURATION" \
         --warmup "$WARMUP" --cores "$CLIENT_CORE" --output "$OUT" --name "$1" 2>&1 | tr '\r' '\n' |
         grep -v '^produce \[' >"$OUT/$1.log"
 }
 
 for rep in $(seq "$REPS"); do
-    for arm in single cluster; do
+    for arm in single cluster rf3; do
         start_arm "$arm" "$rep"
-        bench "$arm-acks1-r$rep" acks1 1 "$RATE"
-        bench "$arm-acksall-r$rep" acksall all "$RATE"
-        bench "$arm-max-r$rep" max 1 0
+        rf=1
+        [ "$arm" = rf3 ] && rf=3
+        bench "$arm-acks1-r$rep" acks1 1 "$RATE" "$rf"
+        bench "$arm-acksall-r$rep" acksall all "$RATE" "$rf"
+        bench "$arm-max-r$rep" max 1 0 "$rf"
+        bench "$arm-maxall-r$rep" maxall all 0 "$rf"
         # Where the cluster put the partitions: their directories.
         for dir in "$DATA/$arm"/b*; do
             echo "$(basename "$dir") $(find "$dir" -maxdepth 1 -name 'acks1-*' | wc -l)"

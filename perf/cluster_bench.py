@@ -1,5 +1,5 @@
-"""Summarises perf/cluster-bench.sh: per arm (one broker, three-broker
-cluster) and workload, the medians over repetitions of produce latency and
+"""Summarises perf/cluster-bench.sh: per arm (one broker, three brokers
+with one replica per partition, three brokers with three) and workload, the medians over repetitions of produce latency and
 throughput, and the cluster's ratio to the one broker measured in the same
 run."""
 
@@ -19,17 +19,23 @@ first = next(iter(runs.values()))[0]
 p = first["parameters"]
 reps = len(next(iter(runs.values())))
 print(f"# Three-broker cluster beside one broker ({first['commit'][:12]})\n")
-print(f"machine: {first['machine']}; {p['partitions']} partitions, one replica each, {p['record_size']} B records, "
+print(f"machine: {first['machine']}; {p['partitions']} partitions, {p['record_size']} B records, "
       f"{p['duration_s']:.0f} s measured after {p['warmup_s']:.0f} s, medians of {reps} runs\n")
 for f in sorted(out.glob("placement-cluster-r*.txt")):
     print(f"partitions per broker ({f.stem}): {' '.join(f.read_text().split())}")
 print()
-print("| workload | arm | msg/s | p50 ms | p99 ms | p99.9 ms | cluster ÷ single (msg/s, p50, p99) |")
+print("| workload | arm | msg/s | p50 ms | p99 ms | p99.9 ms | ÷ single (msg/s, p50, p99) |")
 print("|---|---|---:|---:|---:|---:|---|")
-names = {"acks1": "acks=1 at rate", "acksall": "acks=all at rate", "max": "acks=1, as fast as acknowledged"}
-for workload in ("acks1", "acksall", "max"):
+names = {
+    "acks1": "acks=1 at rate",
+    "acksall": "acks=all at rate",
+    "max": "acks=1, as fast as acknowledged",
+    "maxall": "acks=all, as fast as acknowledged",
+}
+arms = {"single": "one broker", "cluster": "3 brokers, RF 1", "rf3": "3 brokers, RF 3"}
+for workload in names:
     med = {}
-    for arm in ("single", "cluster"):
+    for arm in arms:
         rs = runs.get((workload, arm), [])
         if not rs:
             continue
@@ -40,8 +46,8 @@ for workload in ("acks1", "acksall", "max"):
         m["rate"] = statistics.median(r["throughput"]["msgs_per_s"] for r in rs)
         med[arm] = m
         ratio = ""
-        if arm == "cluster" and "single" in med:
+        if arm != "single" and "single" in med:
             s = med["single"]
             ratio = f"{m['rate'] / s['rate']:.2f}, {m['p50'] / s['p50']:.2f}, {m['p99'] / s['p99']:.2f}"
-        print(f"| {names[workload]} | {arm} | {m['rate']:,.0f} | {m['p50']:.3f} | {m['p99']:.3f} | "
+        print(f"| {names[workload]} | {arms[arm]} | {m['rate']:,.0f} | {m['p50']:.3f} | {m['p99']:.3f} | "
               f"{m['p99.9']:.3f} | {ratio} |")

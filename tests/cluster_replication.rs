@@ -23,6 +23,10 @@ use kafka_protocol::protocol::StrBytes;
 use rdkafka::message::Message;
 
 const NOT_ENOUGH_REPLICAS: i16 = 19;
+
+/// One three-broker cluster at a time: two would share two cores, and
+/// could draw the same free port.
+static ONE_CLUSTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
 const IDEMPOTENT: &[(&str, &str)] = &[("enable.idempotence", "true")];
 
 /// CreateTopics (v7) with a replication factor and configs.
@@ -136,6 +140,7 @@ fn restart(brokers: &mut [(i32, Broker)], id: i32) {
 
 #[test]
 fn acknowledged_records_survive_the_loss_of_a_follower_and_of_a_leader() {
+    let _one = ONE_CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let mut brokers = start_three(dir.path());
     wait_for_three(&brokers);
@@ -245,6 +250,7 @@ fn signal(b: &Broker, sig: &str) {
 
 #[test]
 fn a_deposed_leaders_records_that_were_never_replicated_are_cut() {
+    let _one = ONE_CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let mut brokers = start_three(dir.path());
     wait_for_three(&brokers);
