@@ -146,21 +146,24 @@ impl Shard {
         // after the sync (a write that failed after others were queued may
         // still have landed data for earlier batches: wake them either way).
         p.appended.notify_all();
+        // acks=all: this broker's sync and the in-sync replicas' copies
+        // (`replication`) run at once; the answer waits for both.
+        let mut replicated = Ok(());
         let appended = match appended {
             Ok(info) if durable => {
                 let waited = Instant::now();
-                let synced = p.log.sync_through(info.last_offset + 1).await;
+                let end = info.last_offset + 1;
+                let (synced, copied) =
+                    futures_lite::future::zip(p.log.sync_through(end), Self::wait_replicated(&p, end)).await;
                 timings.sync += waited.elapsed();
+                replicated = copied;
                 synced.map(|()| info)
             }
             other => other,
         };
-        if let (Ok(info), true) = (&appended, durable) {
-            // On every in-sync replica before it is acknowledged.
-            if let Err((error, message)) = Self::wait_replicated(&p, info.last_offset + 1).await {
-                log::warn!("shard {}: {message}", self.id);
-                return produced(error, -1, -1, Some(message), sent, started, &timings);
-            }
+        if let (Ok(_), Err((error, message))) = (&appended, replicated) {
+            log::warn!("shard {}: {message}", self.id);
+            return produced(error, -1, -1, Some(message), sent, started, &timings);
         }
         match appended {
             Ok(info) => produced(errors::NONE, info.base_offset, p.log.log_start(), None, sent, started, &timings),
