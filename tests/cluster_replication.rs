@@ -296,3 +296,61 @@ fn a_deposed_leaders_records_that_were_never_replicated_are_cut() {
     assert!(!text.contains("lost-"), "records no follower had are cut from the old leader");
     assert!(text.contains("new-3") && text.contains("kept-4"));
 }
+
+/// Waits until `load` has had `n` records acknowledged in all.
+fn wait_for_acks(load: &common::load::Load, n: usize, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(40);
+    while load.acknowledged() < n {
+        assert!(Instant::now() < deadline, "{what}: {} of {n} records acknowledged", load.acknowledged());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn acknowledged_records_survive_a_pause_past_the_session_and_a_lost_data_directory_under_load() {
+    let _one = ONE_CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let mut brokers = start_three(dir.path());
+    wait_for_three(&brokers);
+    let mut w = Wire::connect(&broker(&brokers, 1).bootstrap());
+    assert_eq!(create(&mut w, "load", 3, 3, &[("min.insync.replicas", "2")]).0, 0);
+    let placed = wait_until(broker(&brokers, 1), "load", "three in sync", |p| p.2 == vec![1, 2, 3]);
+    let bootstrap = brokers.iter().map(|(_, b)| b.bootstrap()).collect::<Vec<_>>().join(",");
+    let load = common::load::start(&bootstrap, "load", 3, 200, "L");
+    wait_for_acks(&load, 200, "before any fault");
+
+    // Partition 0's leader is paused past its session (3 s): it is fenced,
+    // leaves every in-sync set, and acks=all goes on with the other two.
+    // Resumed, it learns it no longer leads, cuts what it alone took, and
+    // copies its way back into sync.
+    let paused = placed[0].0;
+    signal(broker(&brokers, paused), "-STOP");
+    let other = (1..=3).find(|&id| id != paused).unwrap();
+    wait_until(broker(&brokers, other), "load", "the paused broker fenced", |p| {
+        p.0 != paused && !p.2.contains(&paused)
+    });
+    wait_for_acks(&load, load.acknowledged() + 200, "while a broker is paused");
+    signal(broker(&brokers, paused), "-CONT");
+    wait_until(broker(&brokers, paused), "load", "the resumed broker back in sync", |p| p.2 == vec![1, 2, 3]);
+    wait_for_acks(&load, load.acknowledged() + 200, "after the pause");
+
+    // A broker (partition 1's leader now) loses its whole data directory,
+    // quorum log included, and starts empty: it copies every partition from
+    // the leaders before it counts as in sync again.
+    let lost = partitions(broker(&brokers, other), "load")[1].0;
+    sigkill(&mut brokers, lost);
+    std::fs::remove_dir_all(dir.path().join(format!("b{lost}"))).unwrap();
+    let other = (1..=3).find(|&id| id != lost).unwrap();
+    wait_until(broker(&brokers, other), "load", "the lost broker fenced", |p| p.0 != lost && !p.2.contains(&lost));
+    wait_for_acks(&load, load.acknowledged() + 200, "with a broker gone");
+    restart(&mut brokers, lost);
+    wait_until(broker(&brokers, lost), "load", "the emptied broker back in sync", |p| p.2 == vec![1, 2, 3]);
+    wait_for_acks(&load, load.acknowledged() + 200, "after the empty restart");
+
+    let reports = load.finish();
+    wait_identical(dir.path(), "load", 3, 1);
+    let tally = common::load::tally(&bootstrap, "load", 3, "L", &reports);
+    println!("{tally}");
+    assert!(tally.acknowledged >= 1000, "{tally}");
+    assert_eq!((tally.lost, tally.duplicated, tally.reordered), (0, 0, 0), "{tally}");
+}

@@ -1,8 +1,7 @@
-//! The metadata quorum (issue 18, first parts): a Raft group of the
-//! brokers named by `--controller-quorum`, on openraft. Its log holds the
-//! brokers and whether each is fenced, the topics with each partition's
-//! leader, the ACLs and the SCRAM credentials; brokers learn the cluster
-//! from it.
+//! The metadata quorum (issue 18): a Raft group of the brokers named by
+//! `--controller-quorum`, on openraft. Its log holds the brokers, whether
+//! each is fenced, the topics with each partition's replicas, ISR, leader
+//! and epoch, the ACLs and the SCRAM credentials; brokers learn from it.
 //!
 //! It is the control plane and runs beside the shards, never on them: one
 //! thread of its own with a single-threaded tokio runtime (openraft's), and
@@ -35,7 +34,10 @@ use std::{
     collections::{BTreeMap, HashMap},
     io::Cursor,
     path::PathBuf,
-    sync::{atomic::AtomicBool, Arc, Mutex},
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc, Mutex,
+    },
     time::{Duration, Instant},
 };
 
@@ -532,7 +534,16 @@ impl Controller {
                 self.published.send_modify(|v| v.leader = leader);
             }
             tokio::select! {
-                changed = metrics.changed() => if changed.is_err() { return },
+                // openraft's core gone (it panicked) freezes this broker's
+                // view, and serving it could take writes for partitions it
+                // no longer leads: it exits, to be restarted.
+                changed = metrics.changed() => if changed.is_err() {
+                    if !self.leaving.load(Ordering::Acquire) {
+                        log::error!("controller: node {}: the Raft core stopped; the broker exits", self.node_id);
+                        std::process::exit(70);
+                    }
+                    return;
+                },
                 () = tokio::time::sleep(FENCE_CHECK_EVERY) => {}
             }
         }
@@ -567,8 +578,7 @@ const LEADER_LEASE_MS: u64 = 1000;
 /// How long a log write may wait for a quorum.
 const WRITE_LIMIT: Duration = Duration::from_secs(5);
 
-/// How long a stopping broker tries to be fenced before it goes anyway
-/// (the leader then fences it when its session times out).
+/// How long a stopping broker tries to be fenced before it goes anyway.
 const LEAVE_LIMIT: Duration = Duration::from_secs(3);
 
 /// Starts this broker's quorum member on a thread of its own; returns once
@@ -632,12 +642,11 @@ async fn open(
     let log = store::LogStore::open(dir).map_err(|e| format!("controller log in {}: {e}", dir.display()))?;
     let sm = store::StateMachine::open(dir, published.clone())
         .map_err(|e| format!("controller state in {}: {e}", dir.display()))?;
-    // A follower of a leader it has heard from waits out the leader's lease
-    // (openraft 0.9: election_timeout_max) and then a random election
-    // timeout before it stands: 1.5-2 s after the leader's last heartbeat
-    // here. (1-2 s timeouts measured 3.3-3.6 s from a SIGKILL to a new
-    // controller, `perf/controller-failover.sh`.) A heartbeat every 150 ms
-    // leaves six to miss before anyone stands.
+    // A follower waits out the leader's lease (openraft 0.9:
+    // election_timeout_max), then a random election timeout, before it
+    // stands: 1.5-2 s after the leader's last heartbeat (1-2 s timeouts
+    // measured 3.3-3.6 s, `perf/controller-failover.sh`). A heartbeat
+    // every 150 ms leaves six to miss before anyone stands.
     let config = openraft::Config {
         cluster_name: "shardlog".into(),
         heartbeat_interval: 150,

@@ -215,7 +215,9 @@ impl Drop for Broker {
         if std::thread::panicking() {
             // The broker's side of a failed test: its last log lines.
             let log = self.log.lock().unwrap_or_else(|p| p.into_inner());
-            let tail = &log[log.len().saturating_sub(40)..];
+            // SHARDLOG_TEST_LOG_LINES asks for more than the last 40.
+            let lines = std::env::var("SHARDLOG_TEST_LOG_LINES").ok().and_then(|n| n.parse().ok()).unwrap_or(40);
+            let tail = &log[log.len().saturating_sub(lines)..];
             eprintln!("--- last log lines of the broker in {} ---\n{}", self.data_dir.display(), tail.join("\n"));
         }
         if let Some(mut c) = self.child.take() {

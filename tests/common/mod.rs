@@ -8,6 +8,7 @@ pub mod child;
 pub mod cluster;
 pub mod consume;
 pub mod consumer_cli;
+pub mod load;
 pub mod members;
 pub mod null_broker;
 pub mod offsets_schema;
