@@ -199,7 +199,7 @@ fn acknowledged_records_survive_the_loss_of_a_follower_and_of_a_leader() {
     let killed = Instant::now();
     sigkill(&mut brokers, leader0);
     let other = (1..=3).find(|&id| id != leader0).unwrap();
-    let moved = wait_until(broker(&brokers, other), "rep", "a new leader", |p| p.0 != leader0);
+    let moved = wait_until(broker(&brokers, other), "rep", "a new leader", |p| p.0 != leader0 && p.0 > 0);
     assert!(moved[0].3 >= 1, "a new leader epoch: {moved:?}");
     let first = common::produce::produce_with(
         &broker(&brokers, other).bootstrap(),
@@ -279,7 +279,7 @@ fn a_deposed_leaders_records_that_were_never_replicated_are_cut() {
     for f in &followers {
         signal(broker(&brokers, *f), "-CONT");
     }
-    let moved = wait_until(broker(&brokers, followers[0]), "cut", "a follower leads", |p| p.0 != leader);
+    let moved = wait_until(broker(&brokers, followers[0]), "cut", "a follower leads", |p| p.0 != leader && p.0 > 0);
     let new_leader = moved[0].0;
     let mut nw = Wire::connect(&broker(&brokers, new_leader).bootstrap());
     for i in 0..4 {
@@ -295,6 +295,41 @@ fn a_deposed_leaders_records_that_were_never_replicated_are_cut() {
     let text = String::from_utf8_lossy(&bytes);
     assert!(!text.contains("lost-"), "records no follower had are cut from the old leader");
     assert!(text.contains("new-3") && text.contains("kept-4"));
+
+    // ElectLeaders: the old leader is the partition's preferred replica
+    // (its first) and, in sync again, takes the lead back under a new
+    // epoch; asked again, no election is needed, nor an unclean one while
+    // the leader lives.
+    let before = partitions(broker(&brokers, new_leader), "cut")[0].3;
+    let mut ew = Wire::connect(&broker(&brokers, followers[1]).bootstrap());
+    assert_eq!(elect(&mut ew, "cut", &[0, 5], 0), vec![(0, 0), (5, UNKNOWN_TOPIC_OR_PARTITION)]);
+    let back = wait_until(broker(&brokers, new_leader), "cut", "the preferred replica leads", |p| p.0 == leader);
+    assert_eq!(back[0].3, before + 1, "a new epoch for the preferred leader");
+    let mut lw = Wire::connect(&broker(&brokers, leader).bootstrap());
+    assert_eq!(produce(&mut lw, "cut", 0, one_record("after-election"), -1).0, 0, "acks=all on the preferred leader");
+    assert_eq!(elect(&mut ew, "cut", &[0], 0), vec![(0, ELECTION_NOT_NEEDED)]);
+    assert_eq!(elect(&mut ew, "cut", &[0], 1), vec![(0, ELECTION_NOT_NEEDED)]);
+    wait_identical(dir.path(), "cut", 1, 1);
+    assert!(String::from_utf8_lossy(&log_bytes(dir.path(), new_leader, "cut", 0)).contains("after-election"));
+}
+
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+const ELECTION_NOT_NEEDED: i16 = 84;
+
+/// ElectLeaders v2 (type 0 preferred, 1 unclean) for partitions of
+/// `topic`: each partition's (id, error code).
+fn elect(w: &mut Wire, topic: &str, ps: &[i32], kind: i8) -> Vec<(i32, i16)> {
+    use kafka_protocol::messages::{elect_leaders_request::TopicPartitions, ElectLeadersRequest, ElectLeadersResponse};
+    let mut t = TopicPartitions::default();
+    t.topic = TopicName(StrBytes::from_string(topic.to_string()));
+    t.partitions = ps.to_vec();
+    let mut req = ElectLeadersRequest::default();
+    req.election_type = kind;
+    req.topic_partitions = Some(vec![t]);
+    req.timeout_ms = 10_000;
+    let resp: ElectLeadersResponse = w.call(ApiKey::ElectLeaders, 2, &req);
+    assert_eq!(resp.error_code, 0);
+    resp.replica_election_results[0].partition_result.iter().map(|p| (p.partition_id, p.error_code)).collect()
 }
 
 /// Waits until `load` has had `n` records acknowledged in all.
@@ -341,7 +376,9 @@ fn acknowledged_records_survive_a_pause_past_the_session_and_a_lost_data_directo
     sigkill(&mut brokers, lost);
     std::fs::remove_dir_all(dir.path().join(format!("b{lost}"))).unwrap();
     let other = (1..=3).find(|&id| id != lost).unwrap();
-    wait_until(broker(&brokers, other), "load", "the lost broker fenced", |p| p.0 != lost && !p.2.contains(&lost));
+    wait_until(broker(&brokers, other), "load", "the lost broker fenced", |p| {
+        p.0 != lost && p.0 > 0 && !p.2.contains(&lost)
+    });
     wait_for_acks(&load, load.acknowledged() + 200, "with a broker gone");
     restart(&mut brokers, lost);
     wait_until(broker(&brokers, lost), "load", "the emptied broker back in sync", |p| p.2 == vec![1, 2, 3]);

@@ -65,6 +65,7 @@ const NON_EMPTY_GROUP: i16 = 68;
 const GROUP_ID_NOT_FOUND: i16 = 69;
 const MEMBER_ID_REQUIRED: i16 = 79;
 const UNKNOWN_TOPIC_ID: i16 = 100;
+const ELECTION_NOT_NEEDED: i16 = 84;
 
 const CONFIG: &str = "group_initial_rebalance_delay_ms = 0\n";
 
@@ -218,6 +219,7 @@ fn check(fx: &Fixture, key: ApiKey, v: i16) {
         ApiKey::DeleteRecords => delete_records(&mut w, v),
         ApiKey::OffsetForLeaderEpoch => offset_for_leader_epoch(fx, &mut w, v),
         ApiKey::DescribeLogDirs => describe_log_dirs(&mut w, v),
+        ApiKey::ElectLeaders => elect_leaders(&mut w, v),
         ApiKey::WriteTxnMarkers => write_txn_markers(&mut w, v),
         ApiKey::AddPartitionsToTxn => txn::add_partitions_to_txn(&mut w, v),
         ApiKey::AddOffsetsToTxn => txn::add_offsets_to_txn(&mut w, v),
@@ -1533,6 +1535,27 @@ fn describe_cluster(fx: &Fixture, w: &mut Wire, v: i16) {
     assert_eq!(resp.controller_id.0, 0);
     let brokers: Vec<(i32, i32)> = resp.brokers.iter().map(|b| (b.broker_id.0, b.port)).collect();
     assert_eq!(brokers, vec![(0, i32::from(fx.port))]);
+}
+
+/// A lone broker: each partition's one replica leads it, so a preferred
+/// election is not needed, and a partition that does not exist is named.
+fn elect_leaders(w: &mut Wire, v: i16) {
+    let mut t = elect_leaders_request::TopicPartitions::default();
+    t.topic = topic_name(TOPIC);
+    t.partitions = vec![1, 0, 9];
+    let mut req = ElectLeadersRequest::default();
+    req.topic_partitions = Some(vec![t]);
+    req.timeout_ms = 5_000;
+    let resp: ElectLeadersResponse = w.call(ApiKey::ElectLeaders, v, &req);
+    assert_eq!(resp.error_code, NONE);
+    let r = &resp.replica_election_results;
+    assert_eq!((r.len(), r[0].topic.0.as_str()), (1, TOPIC));
+    let codes: Vec<(i32, i16)> = r[0].partition_result.iter().map(|p| (p.partition_id, p.error_code)).collect();
+    assert_eq!(codes, vec![(1, ELECTION_NOT_NEEDED), (0, ELECTION_NOT_NEEDED), (9, UNKNOWN_TOPIC_OR_PARTITION)]);
+    // Every partition (null): none needed an election, none is listed.
+    req.topic_partitions = None;
+    let resp: ElectLeadersResponse = w.call(ApiKey::ElectLeaders, v, &req);
+    assert_eq!((resp.error_code, resp.replica_election_results.len()), (NONE, 0));
 }
 
 fn delete_records(w: &mut Wire, v: i16) {

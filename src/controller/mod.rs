@@ -21,6 +21,7 @@
 //! alone, as before.
 
 mod changes;
+mod elect;
 mod member;
 mod network;
 mod observer;
@@ -28,6 +29,7 @@ mod replicas;
 mod store;
 mod view;
 
+pub use elect::{Election, ElectionResult};
 pub use view::{advertised_brokers, broker_address, AdvertisedBroker};
 
 use std::{
@@ -91,6 +93,8 @@ pub enum Command {
         broker: i32,
         epoch: i32,
     },
+    /// Leaders an operator asked for (`elect`).
+    ElectLeaders(Vec<Election>),
 }
 
 /// A change to an existing topic.
@@ -280,6 +284,12 @@ pub(crate) enum BrokerRequest {
     /// checks, and fences it at once if it refuses the leader too (its
     /// process is gone), instead of after its session.
     Unreachable(i32),
+    /// ElectLeaders: preferred or unclean, for the partitions named (None:
+    /// every partition).
+    ElectLeaders {
+        unclean: bool,
+        partitions: Option<Vec<(String, Vec<i32>)>>,
+    },
 }
 
 #[derive(Serialize, Deserialize, Debug)]
@@ -305,13 +315,20 @@ pub(crate) enum BrokerAnswer {
         index: u64,
         outcomes: Vec<UserOutcome>,
     },
+    Elected {
+        index: u64,
+        results: Vec<ElectionResult>,
+    },
 }
 
 impl BrokerAnswer {
     /// The log index a change was written at (0: nothing was written).
     pub fn index(&self) -> u64 {
         match self {
-            Self::Topics { index, .. } | Self::Acls { index, .. } | Self::Users { index, .. } => *index,
+            Self::Topics { index, .. }
+            | Self::Acls { index, .. }
+            | Self::Users { index, .. }
+            | Self::Elected { index, .. } => *index,
             _ => 0,
         }
     }
@@ -414,23 +431,6 @@ impl Controller {
         }
     }
 
-    /// The address of live broker `id`'s first listener when a connection
-    /// to it is refused there (nothing listens: its process is gone). A
-    /// broker paused or cut off does not refuse; its session decides.
-    async fn refuses_connections(&self, id: i32) -> Option<String> {
-        let addr = {
-            let view = self.published.borrow();
-            let entry = view.brokers.get(&id).filter(|b| !b.fenced)?;
-            let l = entry.info.listeners.first()?;
-            format!("{}:{}", l.host, l.port)
-        };
-        let probe = tokio::time::timeout(Duration::from_millis(500), tokio::net::TcpStream::connect(&addr)).await;
-        match probe {
-            Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => Some(addr),
-            _ => None,
-        }
-    }
-
     /// A heartbeat, answered by the leader: it notes the time and writes a
     /// registration when the broker is new, fenced or has moved.
     async fn broker_request(&self, request: BrokerRequest) -> BrokerAnswer {
@@ -465,6 +465,9 @@ impl Controller {
             BrokerRequest::AlterTopics(changes) => return self.alter_topics(changes).await,
             BrokerRequest::ChangeAcls(change) => return self.change_acls(change).await,
             BrokerRequest::AlterCredentials(changes) => return self.alter_credentials(changes).await,
+            BrokerRequest::ElectLeaders { unclean, partitions } => {
+                return self.elect_leaders(unclean, partitions).await
+            }
         };
         self.write(command).await.map_or_else(|answer| answer, |_| BrokerAnswer::Ok)
     }

@@ -1,8 +1,30 @@
 //! A topic's replicas in the quorum's log: who holds each partition, who
 //! is in sync, and the leader epoch, and how fencing a broker and its
-//! return change them (applied by every member alike, `store`).
+//! return change them (applied by every member alike, `store`); and the
+//! leader's check of a broker a follower could not reach.
 
-use super::ClusterTopic;
+use std::time::Duration;
+
+use super::{ClusterTopic, Controller};
+
+impl Controller {
+    /// The address of live broker `id`'s first listener when a connection
+    /// to it is refused there (nothing listens: its process is gone). A
+    /// broker paused or cut off does not refuse; its session decides.
+    pub(super) async fn refuses_connections(&self, id: i32) -> Option<String> {
+        let addr = {
+            let view = self.published.borrow();
+            let entry = view.brokers.get(&id).filter(|b| !b.fenced)?;
+            let l = entry.info.listeners.first()?;
+            format!("{}:{}", l.host, l.port)
+        };
+        let probe = tokio::time::timeout(Duration::from_millis(500), tokio::net::TcpStream::connect(&addr)).await;
+        match probe {
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => Some(addr),
+            _ => None,
+        }
+    }
+}
 
 impl ClusterTopic {
     /// Partition `p`'s replicas (the leader alone in old entries).

@@ -460,6 +460,13 @@ impl ClusterState {
                     t.isr[p].push(broker);
                 }
             }
+            Command::ElectLeaders(moves) => {
+                for e in &moves {
+                    if let Some(t) = self.topics.get_mut(&e.topic) {
+                        t.elect(e);
+                    }
+                }
+            }
             Command::CreateTopics(topics) => {
                 for t in topics {
                     self.topics.entry(t.name.clone()).or_insert(t);

@@ -67,6 +67,9 @@ pub const SASL_AUTHENTICATION_FAILED: ErrorCode = 58;
 pub const RESOURCE_NOT_FOUND: ErrorCode = 91;
 pub const DUPLICATE_RESOURCE: ErrorCode = 92;
 pub const UNACCEPTABLE_CREDENTIAL: ErrorCode = 93;
+pub const PREFERRED_LEADER_NOT_AVAILABLE: ErrorCode = 80;
+pub const ELIGIBLE_LEADERS_NOT_AVAILABLE: ErrorCode = 83;
+pub const ELECTION_NOT_NEEDED: ErrorCode = 84;
 
 #[cfg(test)]
 mod tests {
@@ -139,6 +142,9 @@ mod tests {
             (RESOURCE_NOT_FOUND, E::ResourceNotFound),
             (DUPLICATE_RESOURCE, E::DuplicateResource),
             (UNACCEPTABLE_CREDENTIAL, E::UnacceptableCredential),
+            (PREFERRED_LEADER_NOT_AVAILABLE, E::PreferredLeaderNotAvailable),
+            (ELIGIBLE_LEADERS_NOT_AVAILABLE, E::EligibleLeadersNotAvailable),
+            (ELECTION_NOT_NEEDED, E::ElectionNotNeeded),
         ];
         for (ours, kafka) in table {
             assert_eq!(ours, kafka.code(), "{kafka:?}");

@@ -25,6 +25,7 @@ use crate::{
     shard::{
         acl_admin::{AclsChanged, ApplyAcls, ChangeAcls},
         credentials_admin::{AlterCredentials, ApplyCredentials, UserOutcome},
+        elections::ElectLeaders,
         messages::{
             AllocateProducerId, AlterConfigs, ApplyTopics, CreatePartitions, CreateTopics, DeleteRecords, DeleteTopics,
             EpochEnd, ListOffset, MarkerWritten, Metrics, OffsetFound, OpenFailure, Produce, Produced, ProducerIdError,
@@ -150,6 +151,7 @@ cross_shard_calls! {
         |shard, AlterConfigs { changes, validate_only }| shard.alter_configs(changes, validate_only);
     DeleteTopics -> Vec<TopicOutcome> = |shard, DeleteTopics { names }| shard.delete_topics(names);
     ApplyTopics -> Vec<OpenFailure> = |shard, ApplyTopics { table }| shard.apply_topics(table);
+    ElectLeaders -> Result<Vec<crate::controller::ElectionResult>, String> = |shard, call| shard.elect_leaders(call);
     // To a group's coordinator shard.
     JoinGroup -> JoinGroupResponse = |shard, call| shard.groups.join(call);
     SyncGroup -> SyncGroupResponse = |shard, call| shard.groups.sync(call);

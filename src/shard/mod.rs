@@ -9,6 +9,7 @@ pub mod acl_admin;
 pub mod calls;
 mod concurrent;
 pub mod credentials_admin;
+pub mod elections;
 pub mod messages;
 pub mod notify;
 pub mod router;

@@ -494,12 +494,20 @@ impl Shard {
         p.advance_high_watermark();
         if let (Some(epoch), Some(link)) = (join, self.settings.cluster.clone()) {
             let request = BrokerRequest::JoinIsr { topic: topic.to_string(), partition, broker: replica, epoch };
-            let shard = self.id;
-            let name = format!("{topic}-{partition}");
+            let (shard, name) = (self.id, format!("{topic}-{partition}"));
+            let partition = self.partition(topic, partition);
             glommio::spawn_local(async move {
                 match link.ask(request).await {
                     BrokerAnswer::Ok => log::info!("shard {shard}: broker {replica} is in sync for {name} again"),
-                    other => log::warn!("shard {shard}: broker {replica} could not rejoin {name}'s ISR: {other:?}"),
+                    other => {
+                        // Asked again at one of its next fetches (no quorum
+                        // leader for a moment, say).
+                        log::warn!("shard {shard}: broker {replica} could not rejoin {name}'s ISR: {other:?}");
+                        glommio::timer::sleep(Duration::from_millis(200)).await;
+                        if let Some(p) = partition {
+                            p.replica.borrow_mut().joining.remove(&replica);
+                        }
+                    }
                 }
             })
             .detach();

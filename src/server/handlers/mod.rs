@@ -12,6 +12,7 @@ pub mod create_topics;
 pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_transactions;
+pub mod elect_leaders;
 pub mod end_txn;
 pub mod fetch;
 pub mod groups;
@@ -62,6 +63,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
     (ApiKey::DescribeLogDirs, 1, 4),
+    (ApiKey::ElectLeaders, 0, 2),
     (ApiKey::AddPartitionsToTxn, 0, 3),
     (ApiKey::AddOffsetsToTxn, 0, 3),
     (ApiKey::EndTxn, 0, 3),
