@@ -73,6 +73,16 @@ start_arm() { # arm, rep
     sleep 3
 }
 
+# CPU time (clock ticks, utime + stime) of every broker started, and now.
+cpu_ticks() {
+    local t=0 pid f
+    for pid in "${PIDS[@]}"; do
+        read -r -a f <"/proc/$pid/stat"
+        t=$((t + f[13] + f[14]))
+    done
+    echo "$t $(date +%s.%N)"
+}
+
 bench() { # name, topic, acks, rate, replication factor
     # As fast as acknowledged writes GBs a second, three times over with
     # three replicas: those runs are shorter, so the disk holds them.
@@ -90,7 +100,14 @@ for rep in $(seq "$REPS"); do
         start_arm "$arm" "$rep"
         rf=1
         [ "$arm" = rf3 ] && rf=3
+        # The brokers' CPU while idle (3 s) and through acks=1 at RATE: the
+        # cost of a replica against a produce (cluster_bench.py, for
+        # `shardlog plan --replication`).
+        idle_from=$(cpu_ticks)
+        sleep 3
+        idle_to=$(cpu_ticks)
         bench "$arm-acks1-r$rep" acks1 1 "$RATE" "$rf"
+        echo "$idle_from $idle_to $(cpu_ticks) $(getconf CLK_TCK)" >"$OUT/cpu-$arm-r$rep.txt"
         bench "$arm-acksall-r$rep" acksall all "$RATE" "$rf"
         bench "$arm-max-r$rep" max 1 0 "$rf"
         bench "$arm-maxall-r$rep" maxall all 0 "$rf"

@@ -51,3 +51,50 @@ for workload in names:
             ratio = f"{m['rate'] / s['rate']:.2f}, {m['p50'] / s['p50']:.2f}, {m['p99'] / s['p99']:.2f}"
         print(f"| {names[workload]} | {arms[arm]} | {m['rate']:,.0f} | {m['p50']:.3f} | {m['p99']:.3f} | "
               f"{m['p99.9']:.3f} | {ratio} |")
+
+
+def work_rate(path):
+    """Broker CPU seconds a second spent on the workload: through acks=1 at
+    RATE, less the same brokers' idle rate."""
+    f = [float(x) for x in path.read_text().split()]
+    (i0, t0, i1, t1, b1, tb, tick) = f
+    idle = (i1 - i0) / tick / (t1 - t0)
+    busy = (b1 - i1) / tick / (tb - t1)
+    return busy - idle, idle, busy
+
+
+# A replica's CPU against a produce's: three replicas cost the work of one
+# broker's produce plus two replicas' (the leader's sends and the
+# followers' appends), at the same rate and size.
+costs = []
+for single_file in sorted(out.glob("cpu-single-r*.txt")):
+    rf3_file = out / single_file.name.replace("single", "rf3")
+    if not rf3_file.exists():
+        continue
+    lead, lead_idle, _ = work_rate(single_file)
+    three, three_idle, _ = work_rate(rf3_file)
+    if lead > 0:
+        costs.append({"single_cpu_s_per_s": lead, "rf3_cpu_s_per_s": three, "single_idle": lead_idle,
+                      "rf3_idle": three_idle, "replica_cost": (three - lead) / (2 * lead)})
+if costs:
+    cost = statistics.median(c["replica_cost"] for c in costs)
+    rate = runs[("acks1", "single")][0]["parameters"].get("rate")
+    print()
+    print(f"A replica's CPU against a produce's (acks=1 at {rate} msg/s, "
+          f"busy less idle): median {cost:.2f} (runs "
+          + ", ".join(f"{c['replica_cost']:.2f}" for c in costs)
+          + "); one broker "
+          + ", ".join(f"{c['single_cpu_s_per_s']:.3f}" for c in costs)
+          + " CPU s/s, three replicas "
+          + ", ".join(f"{c['rf3_cpu_s_per_s']:.3f}" for c in costs)
+          + " CPU s/s")
+    (out / "replication-cost.json").write_text(json.dumps({
+        "replica_cpu_per_produce_cpu": cost,
+        "replication_factor": 3,
+        "record_size": p["record_size"],
+        "partitions": p["partitions"],
+        "rate": rate,
+        "commit": first["commit"],
+        "machine": first["machine"],
+        "runs": costs,
+    }, indent=1) + "\n")

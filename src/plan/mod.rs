@@ -27,6 +27,10 @@ pub struct PlanArgs {
     /// Disk profile from `shardlog iotune`.
     #[arg(long)]
     pub io: Option<PathBuf>,
+    /// A replica's CPU cost against a produce's, from
+    /// `perf/cluster-bench.sh` (its replication-cost.json).
+    #[arg(long)]
+    pub replication: Option<PathBuf>,
     #[arg(long, default_value = "report")]
     pub output: PathBuf,
 }
@@ -115,11 +119,23 @@ pub fn find_sweep(dir: &Path, w: &Workload) -> Result<Option<SweepSource>, Strin
     Ok(best.map(|(_, s)| s))
 }
 
+/// A replica's CPU against a produce's, from a replication-cost.json.
+pub fn load_replication_cost(path: &Path) -> Result<f64, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let v: Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    match v["replica_cpu_per_produce_cpu"].as_f64() {
+        Some(c) if c.is_finite() && c >= 0.0 => Ok(c),
+        _ => Err(format!("{}: no replica_cpu_per_produce_cpu (a number ≥ 0)", path.display())),
+    }
+}
+
 pub fn run(a: &PlanArgs) -> Result<(), String> {
     let w = load_workload(&a.workload)?;
     let sweep = find_sweep(&a.results, &w)?;
     let io = a.io.as_deref().map(crate::iotune::IoProperties::load).transpose()?;
+    let replication = a.replication.as_deref().map(load_replication_cost).transpose()?;
     let measured = Measured {
+        replication_cost: replication,
         sweep: sweep.as_ref().map(|s| s.steps.iter().map(|x| (x.0, x.2)).collect()).unwrap_or_default(),
         saturation_mb_per_s: sweep.as_ref().and_then(|s| s.saturation_mb_per_s),
         disk_write_mb_per_s: io.as_ref().map(|i| i.write_bandwidth_mb_per_s),
@@ -132,6 +148,7 @@ pub fn run(a: &PlanArgs) -> Result<(), String> {
         io_file: a.io.as_ref().map(|p| p.display().to_string()),
         sweep,
         io,
+        replication: a.replication.as_ref().zip(replication).map(|(p, c)| (p.display().to_string(), c)),
     };
     std::fs::create_dir_all(&a.output).map_err(|e| format!("{}: {e}", a.output.display()))?;
     report::render(&w, &plan, &inputs)?.write(&a.output)?;

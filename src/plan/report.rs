@@ -16,6 +16,8 @@ pub struct Inputs {
     pub io_file: Option<String>,
     pub sweep: Option<SweepSource>,
     pub io: Option<IoProperties>,
+    /// `--replication`: the file and a replica's measured CPU cost.
+    pub replication: Option<(String, f64)>,
 }
 
 fn esc(s: &str) -> String {
@@ -164,6 +166,13 @@ fn measured_rows(plan: &Plan, inputs: &Inputs) -> Vec<Vec<String>> {
         ]),
         _ => rows.push(["disk (iotune)".into(), "missing (pass --io io-properties.toml)".into()]),
     }
+    rows.push(match &inputs.replication {
+        Some((f, c)) => ["a replica's CPU against a produce's".into(), format!("{f}: {c:.2}")],
+        None => [
+            "a replica's CPU against a produce's".into(),
+            "not measured (pass --replication replication-cost.json); 1 assumed".into(),
+        ],
+    });
     rows.into_iter().map(|r| r.to_vec()).collect()
 }
 

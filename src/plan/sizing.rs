@@ -105,6 +105,9 @@ pub struct Measured {
     /// Sequential write and read bandwidth of one disk, MB/s (iotune).
     pub disk_write_mb_per_s: Option<f64>,
     pub disk_read_mb_per_s: Option<f64>,
+    /// What one replica past the leader costs in CPU against a produce of
+    /// the same bytes (`perf/cluster-bench.sh`'s replication-cost.json).
+    pub replication_cost: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -204,6 +207,9 @@ struct Basis {
     peak: f64,
     avg: f64,
     rf: f64,
+    /// Produces' worth of CPU per byte produced: 1 + (RF − 1) × a
+    /// replica's measured cost (RF when none was measured).
+    copies: f64,
     /// The fraction of each resource planned to be used at peak.
     keep: f64,
     /// Bytes stored per byte produced.
@@ -222,6 +228,7 @@ impl Basis {
             peak: w.ingress_peak_mb_per_s * growth,
             avg: w.ingress_avg_mb_per_s * growth,
             rf: f64::from(w.replication_factor.max(1)),
+            copies: f64::from(w.replication_factor.max(1)),
             keep: 1.0 - w.headroom.clamp(0.0, 0.95),
             stored: w.compression_ratio,
             fanout: f64::from(w.consumer_groups),
@@ -231,9 +238,16 @@ impl Basis {
 }
 
 pub fn plan(w: &Workload, m: &Measured) -> Plan {
-    let b = Basis::of(w);
+    let mut b = Basis::of(w);
     let mut missing = Vec::new();
-    let mut assumptions = assumptions(w, &b);
+    match m.replication_cost {
+        Some(c) => b.copies = 1.0 + (b.rf - 1.0) * c,
+        None if b.rf > 1.0 => missing.push(
+            "no measured replication cost: run perf/cluster-bench.sh and pass its replication-cost.json (--replication); a replica is assumed to cost a produce".into(),
+        ),
+        None => {}
+    }
+    let mut assumptions = assumptions(w, &b, m.replication_cost);
     let at_objective = throughput_at_objective(&m.sweep, w.latency_objective_p99_ms);
     let latency_bound = match (at_objective, m.saturation_mb_per_s) {
         (Some(a), Some(s)) => a < 0.95 * s,
@@ -263,12 +277,14 @@ pub fn plan(w: &Workload, m: &Measured) -> Plan {
     // A latency objective nobody measured meeting is the limit itself.
     let limit = if at_objective.is_none() && !m.sweep.is_empty() { Resource::Cpu } else { limit };
     let shards = lines[0].need.map(|_| machines * b.shard_cores as u64);
-    let operating_point = shards.map(|s| b.peak * b.rf / s as f64);
+    let operating_point = shards.map(|s| b.peak * b.copies / s as f64);
     let utilisation = lines
         .iter()
         .filter_map(|l| match l.resource {
             Resource::Replication => None,
-            Resource::Cpu => Some((Resource::Cpu, b.peak * b.rf / (at_objective? * b.shard_cores * machines as f64))),
+            Resource::Cpu => {
+                Some((Resource::Cpu, b.peak * b.copies / (at_objective? * b.shard_cores * machines as f64)))
+            }
             r => Some((r, l.need? / (l.per_machine? / b.keep * machines as f64))),
         })
         .collect();
@@ -291,7 +307,7 @@ pub fn plan(w: &Workload, m: &Measured) -> Plan {
     }
 }
 
-fn assumptions(w: &Workload, b: &Basis) -> Vec<String> {
+fn assumptions(w: &Workload, b: &Basis, replica_cost: Option<f64>) -> Vec<String> {
     let shape = &w.machine;
     vec![
         format!(
@@ -305,10 +321,16 @@ fn assumptions(w: &Workload, b: &Basis) -> Vec<String> {
             b.keep * 100.0,
             w.headroom * 100.0
         ),
-        format!(
-            "replication factor {}: each produced byte is written and carried by {} brokers, like a produce (followers fetch and append)",
-            w.replication_factor, w.replication_factor
-        ),
+        match replica_cost {
+            Some(c) => format!(
+                "replication factor {}: each produced byte is written and carried by {} brokers; a replica past the leader costs {c:.2} of a produce's CPU (measured: the leader's sends and the follower's appends)",
+                w.replication_factor, w.replication_factor
+            ),
+            None => format!(
+                "replication factor {}: each produced byte is written and carried by {} brokers, like a produce (followers fetch and append)",
+                w.replication_factor, w.replication_factor
+            ),
+        },
         format!(
             "throughput per shard is what one shard sustained in the sweep with p99 ≤ {} ms; shards scale linearly (one per core, no shared locks)",
             w.latency_objective_p99_ms
@@ -330,7 +352,7 @@ fn cpu_line(
     latency_bound: bool,
     missing: &mut Vec<String>,
 ) -> Line {
-    let (peak, rf, keep, shard_cores) = (b.peak, b.rf, b.keep, b.shard_cores);
+    let (peak, rf, copies, keep, shard_cores) = (b.peak, b.rf, b.copies, b.keep, b.shard_cores);
     if m.sweep.is_empty() {
         missing.push("no bench sweep result: run `shardlog bench sweep` against a one-shard broker".into());
         return unsized_cpu(
@@ -348,16 +370,16 @@ fn cpu_line(
         let inputs = format!("objective p99 ≤ {} ms; lowest measured p99 {lowest:.3} ms", w.latency_objective_p99_ms);
         return unsized_cpu(shard_cores, inputs, "latency objective not met at any measured load");
     };
-    let shards = ceil_div(peak * rf, per_shard * keep);
+    let shards = ceil_div(peak * copies, per_shard * keep);
     Line {
         resource: Resource::Cpu,
         need: Some(shards as f64),
         unit: "shards",
         per_machine: Some(shard_cores),
         machines: Some(ceil_div(shards as f64, shard_cores)),
-        formula: "⌈peak × RF ÷ (shard MB/s at objective × (1 − headroom))⌉".into(),
+        formula: "⌈peak × (1 + (RF − 1) × replica cost) ÷ (shard MB/s at objective × (1 − headroom))⌉".into(),
         inputs: format!(
-            "peak {peak:.1} MB/s × RF {rf} ÷ ({per_shard:.1} MB/s × {keep:.2}){}",
+            "peak {peak:.1} MB/s × {copies:.2} (RF {rf}) ÷ ({per_shard:.1} MB/s × {keep:.2}){}",
             m.saturation_mb_per_s.map_or(String::new(), |s| format!("; saturation {s:.1} MB/s"))
         ),
         note: if latency_bound {
@@ -528,134 +550,5 @@ fn memory_line(w: &Workload, b: &Basis) -> Line {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn workload() -> Workload {
-        Workload {
-            name: "t".into(),
-            ingress_avg_mb_per_s: 100.0,
-            ingress_peak_mb_per_s: 200.0,
-            records_avg_per_s: None,
-            records_peak_per_s: None,
-            record_bytes: 1024,
-            topics: 1,
-            partitions: 48,
-            consumer_groups: 2,
-            catch_up_fraction: 0.1,
-            retention_hours: Some(24.0),
-            retention_bytes_per_partition: None,
-            compression_ratio: 1.0,
-            replication_factor: 3,
-            acks: "all".into(),
-            latency_objective_p99_ms: 5.0,
-            growth_per_year: 0.0,
-            horizon_years: 1.0,
-            headroom: 0.5,
-            compaction_overhead: 0.0,
-            cache_seconds: 10.0,
-            machine: MachineShape {
-                cores: 9,
-                reserved_cores: 1,
-                disks: 1,
-                disk_capacity_gb: 100_000.0,
-                network_gbps: 100.0,
-                memory_gb: 256.0,
-                cache_memory_fraction: 0.5,
-            },
-        }
-    }
-
-    fn line(p: &Plan, r: Resource) -> &Line {
-        p.lines.iter().find(|l| l.resource == r).unwrap()
-    }
-
-    #[test]
-    fn the_disk_not_the_cpu_is_the_limit() {
-        // 200 MB/s × RF 3 = 600 MB/s of writes; one 400 MB/s disk at 50%
-        // headroom gives 200 MB/s a machine → 3 machines. CPU: a shard does
-        // 100 MB/s within 5 ms; 600 ÷ (100 × 0.5) = 12 shards → 8 cores a
-        // machine → 2 machines.
-        let m = Measured {
-            sweep: vec![(50.0, 1.0), (100.0, 4.0), (150.0, 30.0)],
-            saturation_mb_per_s: Some(100.0),
-            disk_write_mb_per_s: Some(400.0),
-            disk_read_mb_per_s: Some(2000.0),
-        };
-        let mut w = workload();
-        w.latency_objective_p99_ms = 4.0;
-        let p = plan(&w, &m);
-        assert_eq!(line(&p, Resource::Cpu).need, Some(12.0));
-        assert_eq!(line(&p, Resource::Cpu).machines, Some(2));
-        assert_eq!(line(&p, Resource::DiskWrite).need, Some(600.0));
-        assert_eq!(line(&p, Resource::DiskWrite).per_machine, Some(200.0));
-        assert_eq!(line(&p, Resource::DiskWrite).machines, Some(3));
-        assert_eq!(p.limit, Resource::DiskWrite);
-        assert_eq!(p.machines, 3);
-        assert!(!p.latency_bound, "saturation and objective coincide");
-        // Network in: 600 MB/s = 4.8 Gb/s; 100 Gb/s × 0.5 → 1 machine.
-        assert_eq!(line(&p, Resource::NetworkIn).need, Some(4.8));
-        // Capacity: 100 MB/s × 3 × 24 h × 3600 ÷ 1000 × 1.02 = 26438.4 GB.
-        assert!((line(&p, Resource::DiskCapacity).need.unwrap() - 26_438.4).abs() < 1e-6);
-        // Memory: 200 × 3 × 10 s ÷ 1000 = 6 GB, plus 48 × 3 × 16 KiB of
-        // partition state.
-        let state = 48.0 * 3.0 * crate::server::memory::PARTITION_STATE_BYTES as f64 / 1e9;
-        assert!((line(&p, Resource::Memory).need.unwrap() - (6.0 + state)).abs() < 1e-9);
-        assert!(p.missing.is_empty(), "{:?}", p.missing);
-    }
-
-    #[test]
-    fn the_latency_objective_not_throughput_is_the_limit() {
-        // A shard saturates at 300 MB/s but keeps p99 ≤ 5 ms only to 60 MB/s
-        // (interpolated between 40 MB/s at 2 ms and 80 MB/s at 8 ms).
-        let m = Measured {
-            sweep: vec![(40.0, 2.0), (80.0, 8.0), (200.0, 20.0), (300.0, 90.0)],
-            saturation_mb_per_s: Some(300.0),
-            disk_write_mb_per_s: Some(3000.0),
-            disk_read_mb_per_s: Some(3000.0),
-        };
-        let p = plan(&workload(), &m);
-        assert_eq!(p.shard_mb_per_s_at_objective, Some(60.0));
-        assert!(p.latency_bound);
-        // 600 ÷ (60 × 0.5) = 20 shards → ⌈20 ÷ 8⌉ = 3 machines; disk needs 1.
-        assert_eq!(line(&p, Resource::Cpu).need, Some(20.0));
-        assert_eq!(p.machines, 3);
-        assert_eq!(p.limit, Resource::Cpu);
-        assert!(line(&p, Resource::Cpu).note.contains("latency objective"));
-        // 3 machines × 8 shards: each carries 600 ÷ 24 = 25 MB/s at peak.
-        assert_eq!(p.operating_point_mb_per_s, Some(25.0));
-    }
-
-    #[test]
-    fn missing_measurements_are_reported_not_invented() {
-        let p = plan(&workload(), &Measured::default());
-        assert_eq!(line(&p, Resource::Cpu).need, None);
-        assert_eq!(line(&p, Resource::DiskWrite).machines, None);
-        assert_eq!(p.missing.len(), 2, "{:?}", p.missing);
-        // What can be sized from the workload alone still is.
-        assert!(
-            (line(&p, Resource::Memory).need.unwrap()
-                - (6.0 + 48.0 * 3.0 * crate::server::memory::PARTITION_STATE_BYTES as f64 / 1e9))
-                .abs()
-                < 1e-9
-        );
-    }
-
-    #[test]
-    fn an_objective_no_load_met_is_the_limit() {
-        let m = Measured { sweep: vec![(10.0, 7.0), (20.0, 9.0)], ..Measured::default() };
-        let p = plan(&workload(), &m);
-        assert_eq!(p.limit, Resource::Cpu);
-        assert!(p.missing.iter().any(|s| s.contains("out of reach")), "{:?}", p.missing);
-    }
-
-    #[test]
-    fn growth_compounds_over_the_horizon() {
-        let mut w = workload();
-        w.growth_per_year = 0.5;
-        w.horizon_years = 2.0;
-        let p = plan(&w, &Measured::default());
-        assert_eq!(p.peak_at_horizon, 450.0);
-        assert_eq!(p.avg_at_horizon, 225.0);
-    }
-}
+#[path = "sizing_tests.rs"]
+mod tests;

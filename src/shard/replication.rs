@@ -60,8 +60,11 @@ const REPLICA_FETCH_BYTES: i32 = 16 << 20;
 const RETRY_PAUSE: Duration = Duration::from_millis(200);
 /// Followed partitions one fetch answer writes and syncs at once.
 const COPIES_AT_ONCE: usize = 64;
-/// How often a follower may tell the quorum its leader refuses it.
-const REPORT_EVERY: Duration = Duration::from_secs(1);
+/// How often a follower may tell the quorum its leader refuses it: each
+/// retry, so a quorum that has just elected a leader (the dead broker led
+/// it too) hears within one pause (`perf/partition-failover.sh`: 1 s here
+/// measured 2.2-2.7 s from such a SIGKILL to the first acks=all write).
+const REPORT_EVERY: Duration = RETRY_PAUSE;
 /// Longest an acks=all produce waits for its in-sync replicas.
 const REPLICATION_WAIT_MAX: Duration = Duration::from_secs(30);
 
