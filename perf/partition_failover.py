@@ -17,7 +17,7 @@ sync again before the next repetition.
 
 The baselines, from the same settings: the session timeout (9 s, how long
 a silent broker that still accepts connections stays unfenced) and, for
-the quorum leader's loss, the longest wait before a Raft election (2 s).
+the quorum leader's loss, the longest wait before a Raft election (1.6 s).
 
 Usage: perf/partition_failover.py BIN OUT [REPS] [PARTITIONS]
 """

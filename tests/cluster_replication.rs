@@ -9,16 +9,18 @@ mod common;
 
 use std::{
     collections::BTreeMap,
-    path::Path,
     time::{Duration, Instant},
 };
 
 use common::{
     broker::Broker,
-    cluster::{broker, metadata, one_record, start_three, wait_for_brokers, wait_for_three},
+    cluster::{
+        broker, create, log_bytes, one_record, partitions, signal, start_three, wait_for_brokers, wait_for_three,
+        wait_identical, wait_until,
+    },
     wire::{produce, Wire},
 };
-use kafka_protocol::messages::{create_topics_request, ApiKey, CreateTopicsRequest, CreateTopicsResponse, TopicName};
+use kafka_protocol::messages::{ApiKey, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use rdkafka::message::Message;
 
@@ -28,107 +30,6 @@ const NOT_ENOUGH_REPLICAS: i16 = 19;
 /// could draw the same free port.
 static ONE_CLUSTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
 const IDEMPOTENT: &[(&str, &str)] = &[("enable.idempotence", "true")];
-
-/// CreateTopics (v7) with a replication factor and configs.
-fn create(w: &mut Wire, name: &str, partitions: i32, replicas: i16, configs: &[(&str, &str)]) -> (i16, String) {
-    let mut t = create_topics_request::CreatableTopic::default();
-    t.name = TopicName(StrBytes::from_string(name.to_string()));
-    t.num_partitions = partitions;
-    t.replication_factor = replicas;
-    for (k, v) in configs {
-        let mut c = create_topics_request::CreatableTopicConfig::default();
-        c.name = StrBytes::from_string(k.to_string());
-        c.value = Some(StrBytes::from_string(v.to_string()));
-        t.configs.push(c);
-    }
-    let mut req = CreateTopicsRequest::default();
-    req.topics.push(t);
-    req.timeout_ms = 10_000;
-    let resp: CreateTopicsResponse = w.call(ApiKey::CreateTopics, 7, &req);
-    let message = resp.topics[0].error_message.as_ref().map(|m| m.to_string()).unwrap_or_default();
-    (resp.topics[0].error_code, message)
-}
-
-/// Each partition's (leader, replicas, in-sync replicas, leader epoch) as
-/// `b` tells them.
-fn partitions(b: &Broker, topic: &str) -> Vec<(i32, Vec<i32>, Vec<i32>, i32)> {
-    let response = metadata(b, Some(&[topic]), false);
-    let mut ps: Vec<_> = response.topics[0]
-        .partitions
-        .iter()
-        .map(|p| {
-            let ids = |v: &[kafka_protocol::messages::BrokerId]| {
-                let mut v: Vec<i32> = v.iter().map(|b| b.0).collect();
-                v.sort();
-                v
-            };
-            (p.partition_index, (p.leader_id.0, ids(&p.replica_nodes), ids(&p.isr_nodes), p.leader_epoch))
-        })
-        .collect();
-    ps.sort();
-    ps.into_iter().map(|(_, p)| p).collect()
-}
-
-/// Waits until `b` says `check` of every partition of `topic`.
-fn wait_until(
-    b: &Broker,
-    topic: &str,
-    what: &str,
-    check: impl Fn(&(i32, Vec<i32>, Vec<i32>, i32)) -> bool,
-) -> Vec<(i32, Vec<i32>, Vec<i32>, i32)> {
-    let deadline = Instant::now() + Duration::from_secs(40);
-    loop {
-        let seen = partitions(b, topic);
-        if !seen.is_empty() && seen.iter().all(&check) {
-            return seen;
-        }
-        assert!(Instant::now() < deadline, "{what}: never so; {topic} is {seen:?}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// The batches in a replica's segment files of `topic`-`p`, concatenated
-/// (the zero padding after each file's last batch left out).
-fn log_bytes(dir: &Path, id: i32, topic: &str, p: i32) -> Vec<u8> {
-    let pdir = dir.join(format!("b{id}/{topic}-{p}"));
-    let mut files: Vec<_> = std::fs::read_dir(&pdir)
-        .unwrap_or_else(|e| panic!("{}: {e}", pdir.display()))
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "log"))
-        .collect();
-    files.sort();
-    let mut out = Vec::new();
-    for f in files {
-        let bytes = std::fs::read(&f).unwrap();
-        let mut at = 0;
-        while at + 12 <= bytes.len() {
-            let len = i32::from_be_bytes(bytes[at + 8..at + 12].try_into().unwrap());
-            if len <= 0 || at + 12 + len as usize > bytes.len() {
-                break;
-            }
-            at += 12 + len as usize;
-        }
-        out.extend_from_slice(&bytes[..at]);
-    }
-    out
-}
-
-/// Waits until the three replicas of every partition hold the same bytes,
-/// and at least `min` bytes each.
-fn wait_identical(dir: &Path, topic: &str, partitions: i32, min: usize) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    for p in 0..partitions {
-        loop {
-            let logs: Vec<Vec<u8>> = (1..=3).map(|id| log_bytes(dir, id, topic, p)).collect();
-            if logs.iter().all(|l| *l == logs[0]) && logs[0].len() >= min {
-                break;
-            }
-            let sizes: Vec<usize> = logs.iter().map(Vec::len).collect();
-            assert!(Instant::now() < deadline, "{topic}-{p}: the replicas never agreed: sizes {sizes:?}");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
 
 fn sigkill(brokers: &mut [(i32, Broker)], id: i32) {
     brokers.iter_mut().find(|(i, _)| *i == id).unwrap().1.kill();
@@ -241,11 +142,6 @@ fn acknowledged_records_survive_the_loss_of_a_follower_and_of_a_leader() {
         assert_eq!(got, acked, "rep-{p}: read back against acknowledged");
     }
     assert_eq!(sent.len(), delivered.len());
-}
-
-fn signal(b: &Broker, sig: &str) {
-    let status = std::process::Command::new("kill").args([sig, &b.pid().to_string()]).status().unwrap();
-    assert!(status.success(), "kill {sig}");
 }
 
 #[test]
@@ -386,7 +282,8 @@ fn acknowledged_records_survive_a_pause_past_the_session_and_a_lost_data_directo
 
     let reports = load.finish();
     wait_identical(dir.path(), "load", 3, 1);
-    let tally = common::load::tally(&bootstrap, "load", 3, "L", &reports);
+    let read = common::load::read_back(&bootstrap, "tally", "load", 3, &reports);
+    let tally = common::load::tally(&read, "L", &reports);
     println!("{tally}");
     assert!(tally.acknowledged >= 1000, "{tally}");
     assert_eq!((tally.lost, tally.duplicated, tally.reordered), (0, 0, 0), "{tally}");

@@ -574,13 +574,10 @@ impl member::Member for Controller {
 
 /// The longest a silent broker stays unfenced past its session.
 const FENCE_CHECK_EVERY: Duration = Duration::from_millis(250);
-
 /// openraft's election_timeout_max, also the leader's lease (`open`).
-const LEADER_LEASE_MS: u64 = 1000;
-
+const LEADER_LEASE_MS: u64 = 800;
 /// How long a log write may wait for a quorum.
 const WRITE_LIMIT: Duration = Duration::from_secs(5);
-
 /// How long a stopping broker tries to be fenced before it goes anyway.
 const LEAVE_LIMIT: Duration = Duration::from_secs(3);
 
@@ -646,14 +643,13 @@ async fn open(
     let sm = store::StateMachine::open(dir, published.clone())
         .map_err(|e| format!("controller state in {}: {e}", dir.display()))?;
     // A follower waits out the leader's lease (openraft 0.9:
-    // election_timeout_max), then a random election timeout, before it
-    // stands: 1.5-2 s after the leader's last heartbeat (1-2 s timeouts
-    // measured 3.3-3.6 s, `perf/controller-failover.sh`). A heartbeat
-    // every 150 ms leaves six to miss before anyone stands.
+    // election_timeout_max) and a random election timeout before it
+    // stands: 1.2-1.6 s (0.5-1 s gave 2.0 s from a SIGKILL to acks=all
+    // again, `perf/partition-failover.sh`). Eight heartbeats to miss.
     let config = openraft::Config {
         cluster_name: "shardlog".into(),
-        heartbeat_interval: 150,
-        election_timeout_min: 500,
+        heartbeat_interval: 100,
+        election_timeout_min: 400,
         election_timeout_max: LEADER_LEASE_MS,
         ..Default::default()
     };

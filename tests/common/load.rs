@@ -1,9 +1,9 @@
 //! A steady producer for fault tests: librdkafka (idempotent, acks=all)
 //! sends numbered records round-robin over a topic's partitions from a
 //! thread of its own while the test kills, pauses and restarts brokers,
-//! and keeps every delivery report. `tally` then reads the partitions back
-//! (with another librdkafka consumer) and counts what became of each
-//! acknowledged record.
+//! and keeps every delivery report. `read_back` then reads the partitions
+//! (with a librdkafka consumer) and `tally` counts what became of each
+//! record sent.
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -140,10 +140,16 @@ impl std::fmt::Display for Tally {
     }
 }
 
-/// Reads `topic` from the start through `bootstrap` until every
-/// acknowledged record's offset has been passed (or 60 s), and tallies.
-/// A record's number is what follows `prefix` in its value.
-pub fn tally(bootstrap: &str, topic: &str, partitions: i32, prefix: &str, reports: &[Report]) -> Tally {
+/// Each partition's records as (offset, value), read from the start
+/// through `bootstrap` by a consumer in group `group` until every
+/// acknowledged record's offset has been passed (or 60 s).
+pub fn read_back(
+    bootstrap: &str,
+    group: &str,
+    topic: &str,
+    partitions: i32,
+    reports: &[Report],
+) -> BTreeMap<i32, Vec<(i64, String)>> {
     let mut want_end: HashMap<i32, i64> = HashMap::new();
     for r in reports {
         if let Ok(offset) = r.outcome {
@@ -151,7 +157,7 @@ pub fn tally(bootstrap: &str, topic: &str, partitions: i32, prefix: &str, report
             *end = (*end).max(offset + 1);
         }
     }
-    let consumer = super::consume::from_start(bootstrap, "load-tally", topic, partitions, &[]);
+    let consumer = super::consume::from_start(bootstrap, group, topic, partitions, &[]);
     let mut read: BTreeMap<i32, Vec<(i64, String)>> = BTreeMap::new();
     let deadline = Instant::now() + Duration::from_secs(60);
     let behind = |read: &BTreeMap<i32, Vec<(i64, String)>>| {
@@ -163,10 +169,16 @@ pub fn tally(bootstrap: &str, topic: &str, partitions: i32, prefix: &str, report
             read.entry(m.partition()).or_default().push((m.offset(), value));
         }
     }
+    read
+}
+
+/// Counts what became of each record sent, against what was read back
+/// (`read_back`). A record's number is what follows `prefix` in its value.
+pub fn tally(read: &BTreeMap<i32, Vec<(i64, String)>>, prefix: &str, reports: &[Report]) -> Tally {
     let number = |v: &str| v.strip_prefix(prefix).and_then(|n| n.parse::<u64>().ok());
     let mut t = Tally { sent: reports.len(), ..Tally::default() };
     let mut at: HashMap<(i32, String), Vec<i64>> = HashMap::new();
-    for (p, records) in &read {
+    for (p, records) in read {
         let mut last = None;
         for (offset, value) in records {
             at.entry((*p, value.clone())).or_default().push(*offset);
