@@ -4,11 +4,11 @@
 # perf/partition_failover.py for what is timed.
 #
 #   perf/partition-failover.sh                  # builds the release binary
-#   BIN=/path/to/shardlog REPS=6 PARTITIONS=3 perf/partition-failover.sh
+#   BIN=/path/to/shardlog REPS=9 PARTITIONS=3 perf/partition-failover.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-REPS="${REPS:-6}"
+REPS="${REPS:-9}"
 PARTITIONS="${PARTITIONS:-3}"
 if [ -z "${BIN:-}" ]; then
     cargo build --release --bin shardlog

@@ -6,9 +6,11 @@ timeouts).
 Starts three `shardlog serve` processes in one quorum with the default
 heartbeat (2 s) and session (9 s), creates a topic of PARTITIONS
 partitions with three replicas each (min.insync.replicas 2) and, REPS
-times, SIGKILLs a broker that leads partitions: the quorum's leader on odd
-repetitions, another broker on even ones (when one of that kind leads a
-partition). For each partition the victim led, a probe of its own asks a
+times, SIGKILLs a broker in turn: one that leads the quorum and
+partitions, one that leads partitions only, and one that leads nothing
+(a follower, whose death holds acks=all until the in-sync set drops it),
+each when one of its kind exists. For each partition the victim led (all
+of them for a follower), a probe of its own asks a
 survivor's Metadata (v1) for the leader every 5 ms and sends it one record
 with acks=all (Produce v3, a fresh connection per try) until one is
 acknowledged; the time from the kill to that acknowledgement is the
@@ -161,17 +163,20 @@ def controller_of(brokers):
 
 
 def in_sync(brokers, partitions):
+    """Every partition's (leader, isr) once all three brokers tell the same,
+    with every replica in sync (a broker just restarted may not know yet)."""
     try:
-        seen = leaders(brokers[0].port)
+        views = [leaders(b.port) for b in brokers]
     except (OSError, struct.error):
         return None
+    seen = views[0]
     ok = len(seen) == partitions and all(isr == [1, 2, 3] and leader > 0 for leader, isr in seen.values())
-    return seen if ok else None
+    return seen if ok and all(v == seen for v in views) else None
 
 
 def main():
     bin_path, out = sys.argv[1], sys.argv[2]
-    reps = int(sys.argv[3]) if len(sys.argv) > 3 else 6
+    reps = int(sys.argv[3]) if len(sys.argv) > 3 else 9
     partitions = int(sys.argv[4]) if len(sys.argv) > 4 else 3
     os.makedirs(out, exist_ok=True)
     quorum = ",".join(f"{n}@127.0.0.1:{cf.free_port()}" for n in (1, 2, 3))
@@ -188,25 +193,31 @@ def main():
         leading = {}
         for p, (leader, _) in seen.items():
             leading.setdefault(leader, []).append(p)
-        want_controller = rep % 2 == 1
-        kinds = [n for n in leading if (n == controller) == want_controller] or list(leading)
-        node = kinds[0]
+        followers_only = [n for n in (1, 2, 3) if n not in leading]
+        if rep % 3 == 0 and followers_only:
+            node, probed = followers_only[0], sorted(seen)
+        else:
+            want_controller = rep % 3 == 1
+            kinds = [n for n in leading if (n == controller) == want_controller] or list(leading)
+            node = kinds[0]
+            probed = leading[node]
         victim = next(b for b in brokers if b.node == node)
         survivors = [b for b in brokers if b is not victim]
         results = {}
         killed = time.monotonic()
         victim.kill()
-        probes = [threading.Thread(target=probe, args=(p, node, survivors, killed, results)) for p in leading[node]]
+        probes = [threading.Thread(target=probe, args=(p, node, survivors, killed, results)) for p in probed]
         for t in probes:
             t.start()
         for t in probes:
             t.join()
-        kind = "quorum leader" if node == controller else "other broker"
+        kind = ("follower only" if node not in leading else
+                "quorum leader" if node == controller else "other partition leader")
         worst = max((r for r in results.values() if r is not None), default=None)
-        rows.append({"rep": rep, "killed": node, "kind": kind, "partitions": leading[node],
+        rows.append({"rep": rep, "killed": node, "kind": kind, "partitions": probed,
                      "recovered_s": results, "worst_s": worst})
         shown = ", ".join(f"p{p} {s:.3f} s" if s is not None else f"p{p} never" for p, s in sorted(results.items()))
-        print(f"rep {rep}: killed broker {node} ({kind}), leader of {leading[node]}: {shown}", flush=True)
+        print(f"rep {rep}: killed broker {node} ({kind}), probed {probed}: {shown}", flush=True)
         victim.start()
     cf.wait_until(lambda: in_sync(brokers, partitions), 120, "three replicas in sync")
     for b in brokers:
@@ -229,7 +240,7 @@ def write_summary(bin_path, out, rows, partitions):
         "÷ session (9 s) |",
         "|---|---:|---:|---|---|---:|",
     ]
-    for kind in ("other broker", "quorum leader"):
+    for kind in ("other partition leader", "quorum leader", "follower only"):
         worst = [r["worst_s"] for r in rows if r["kind"] == kind]
         if not worst:
             continue

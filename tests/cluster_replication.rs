@@ -118,8 +118,12 @@ fn acknowledged_records_survive_the_loss_of_a_follower_and_of_a_leader() {
     sent.extend(more);
     delivered.extend(got);
 
-    // The old leader returns as a follower and catches up.
+    // The old leader returns as a follower and catches up. What it led
+    // when it died moved while it was down: from its first answer on, it
+    // does not name itself leader of it.
     restart(&mut brokers, leader0);
+    let first_view = partitions(broker(&brokers, leader0), "rep");
+    assert_ne!(first_view[0].0, leader0, "a restarted broker served its stale leadership: {first_view:?}");
     wait_for_brokers(&brokers, &[1, 2, 3]);
     wait_until(broker(&brokers, leader0), "rep", "the old leader back in sync", |p| p.2 == vec![1, 2, 3]);
     wait_identical(dir.path(), "rep", 3, 1);

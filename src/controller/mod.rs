@@ -237,13 +237,14 @@ impl ClusterView {
 /// A shard's question to the quorum, with where the answer goes.
 type Ask = (BrokerRequest, tokio::sync::oneshot::Sender<BrokerAnswer>);
 
-/// What the shards hold of the quorum: its published view and a way to ask
-/// the leader for topic changes. The channels are tokio's, which need no
-/// tokio runtime on the shard's side.
+/// What the shards hold of the quorum: its published view, a way to ask
+/// the leader, and this process's `BrokerInfo::incarnation` (tokio's
+/// channels need no tokio runtime on the shard's side).
 #[derive(Clone, Debug)]
 pub struct ClusterLink {
     pub view: ClusterWatch,
     asks: tokio::sync::mpsc::UnboundedSender<Ask>,
+    pub incarnation: u64,
 }
 
 impl ClusterLink {
@@ -284,8 +285,7 @@ pub(crate) enum BrokerRequest {
     /// checks, and fences it at once if it refuses the leader too (its
     /// process is gone), instead of after its session.
     Unreachable(i32),
-    /// ElectLeaders: preferred or unclean, for the partitions named (None:
-    /// every partition).
+    /// ElectLeaders for the partitions named (None: all).
     ElectLeaders {
         unclean: bool,
         partitions: Option<Vec<(String, Vec<i32>)>>,
@@ -584,7 +584,7 @@ const LEAVE_LIMIT: Duration = Duration::from_secs(3);
 /// Starts this broker's quorum member on a thread of its own; returns once
 /// its port is bound and its log loaded, with the view the shards read.
 pub fn start(settings: ControllerSettings) -> Result<ControllerHandle, String> {
-    let me = settings.node_id as u64;
+    let (me, incarnation) = (settings.node_id as u64, settings.broker.incarnation);
     let Some(node) = settings.voters.get(&me) else {
         return observer::start(settings);
     };
@@ -624,7 +624,7 @@ pub fn start(settings: ControllerSettings) -> Result<ControllerHandle, String> {
         })
         .map_err(|e| format!("cannot start the controller thread: {e}"))?;
     match ready_rx.recv() {
-        Ok(Ok(())) => Ok(ControllerHandle { link: ClusterLink { view: rx, asks }, left }),
+        Ok(Ok(())) => Ok(ControllerHandle { link: ClusterLink { view: rx, asks, incarnation }, left }),
         Ok(Err(e)) => Err(e),
         Err(_) => Err("the controller thread ended while starting".into()),
     }

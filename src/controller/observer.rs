@@ -133,6 +133,7 @@ impl Member for Observer {
 /// Starts this broker's link to the quorum it is not a voter of, on a
 /// thread of its own.
 pub(super) fn start(settings: ControllerSettings) -> Result<ControllerHandle, String> {
+    let incarnation = settings.broker.incarnation;
     let (tx, view) = tokio::sync::watch::channel(ClusterView::default());
     let published: Published = Arc::new(tx);
     let (left_tx, left) = std::sync::mpsc::channel();
@@ -158,5 +159,5 @@ pub(super) fn start(settings: ControllerSettings) -> Result<ControllerHandle, St
             });
         })
         .map_err(|e| format!("cannot start the controller thread: {e}"))?;
-    Ok(ControllerHandle { link: ClusterLink { view, asks }, left })
+    Ok(ControllerHandle { link: ClusterLink { view, asks, incarnation }, left })
 }

@@ -102,11 +102,13 @@ pub struct Session {
     pub protocol: SecurityProtocol,
     /// Who the connection acts as; `User:ANONYMOUS` until authenticated.
     pub principal: RefCell<Principal>,
+    /// The broker whose follower fetches came on this connection (-1: none).
+    pub replica: std::cell::Cell<i32>,
 }
 
 impl Session {
     pub fn new(peer: String, listener: Rc<str>, protocol: SecurityProtocol) -> Self {
-        Self { peer, listener, protocol, principal: RefCell::new(Principal::anonymous()) }
+        Self { peer, listener, protocol, principal: RefCell::new(Principal::anonymous()), replica: (-1).into() }
     }
 
     pub fn principal(&self) -> Principal {

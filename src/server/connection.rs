@@ -126,7 +126,7 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, door: Rc<Door>) {
     let encrypted = door.tls.is_some();
     let stream = SharedStream(Rc::new(RefCell::new(transport)));
     let (tx, rx) = glommio::channels::local_channel::new_bounded::<Next>(limits::REQUESTS_IN_FLIGHT_MAX);
-    let reader = glommio::spawn_local(read_frames(shard.clone(), stream.clone(), tx, session)).detach();
+    let reader = glommio::spawn_local(read_frames(shard.clone(), stream.clone(), tx, session.clone())).detach();
     let mut writer = stream;
     while let Some(next) = rx.recv().await {
         let (outcome, _permits, traced) = match next {
@@ -161,6 +161,12 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, door: Rc<Door>) {
         }
     }
     reader.cancel();
+    // A follower's connection gone: if its process is gone too, the quorum
+    // takes it out of the in-sync replicas now rather than after its
+    // session, and acks=all stops waiting for it.
+    if session.replica.get() >= 0 {
+        shard.report_follower_gone(session.replica.get());
+    }
 }
 
 /// The listener a connection came in on, as its shard's accept loop

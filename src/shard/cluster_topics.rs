@@ -32,6 +32,19 @@ use crate::{
 /// table, and for a leader to be elected, before it answers.
 const SETTLE_LIMIT: Duration = Duration::from_secs(8);
 
+/// Leaves the partitions `me` leads without a leader (-1): until the log
+/// this broker has applied holds its registration as this process, what it
+/// says `me` leads may be stale (a restarted broker's log is behind the
+/// fence that moved its partitions away), and a broker serving it would
+/// take writes it must later cut. Its registration entry moves them first.
+pub fn disown(topics: &mut BTreeMap<String, ClusterTopic>, me: i32) {
+    for t in topics.values_mut() {
+        for l in t.leaders.iter_mut().filter(|l| **l == me) {
+            *l = -1;
+        }
+    }
+}
+
 /// Leaders of an internal topic's partitions in a quorum: the voters in
 /// turn, a function of the voter list alone, which every broker has.
 pub fn internal_leaders(voters: &[i32], partitions: i32) -> Vec<i32> {
@@ -44,10 +57,15 @@ impl Shard {
     pub async fn follow_cluster(self: Rc<Self>, link: ClusterLink) {
         let mut view = link.view.clone();
         loop {
-            let (applied, topics, acls, credentials) = {
+            let (applied, mut topics, acls, credentials, registered) = {
                 let v = view.borrow_and_update();
-                (v.applied, v.topics.clone(), v.acls.clone(), v.credentials.clone())
+                let me = v.brokers.get(&self.settings.node_id);
+                let registered = me.is_some_and(|b| !b.fenced && b.info.incarnation == link.incarnation);
+                (v.applied, v.topics.clone(), v.acls.clone(), v.credentials.clone(), registered)
             };
+            if !registered {
+                disown(&mut topics, self.settings.node_id);
+            }
             self.apply_cluster_topics(applied, topics).await;
             self.apply_cluster_security(applied, acls, credentials).await;
             self.cluster_synced.set(applied);

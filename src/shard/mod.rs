@@ -21,6 +21,7 @@ mod cluster_security;
 pub mod cluster_topics;
 pub mod group_glue;
 pub mod journal_glue;
+mod liveness;
 pub mod maintenance;
 mod owner;
 mod replication;

@@ -57,7 +57,7 @@ const REPLICA_FETCH_PARTITION_BYTES: i32 = 1 << 20;
 /// Bytes per follower fetch.
 const REPLICA_FETCH_BYTES: i32 = 16 << 20;
 /// Pause after a failed fetch before the next try.
-const RETRY_PAUSE: Duration = Duration::from_millis(200);
+pub(super) const RETRY_PAUSE: Duration = Duration::from_millis(200);
 /// Followed partitions one fetch answer writes and syncs at once.
 const COPIES_AT_ONCE: usize = 64;
 /// How often a follower may tell the quorum its leader refuses it: each
@@ -275,20 +275,6 @@ impl Shard {
                 Err(refused)
             }
         }
-    }
-
-    /// Tells the quorum that `leader` refused this follower: if it refuses
-    /// the quorum's leader too it is fenced now, and its partitions move to
-    /// in-sync replicas without waiting out its session.
-    fn report_unreachable(&self, leader: i32) {
-        let Some(link) = self.settings.cluster.clone() else { return };
-        let shard = self.id;
-        glommio::spawn_local(async move {
-            if let BrokerAnswer::Failed(e) = link.ask(BrokerRequest::Unreachable(leader)).await {
-                log::debug!("shard {shard}: reporting broker {leader} unreachable: {e}");
-            }
-        })
-        .detach();
     }
 
     /// Appends a leader's answer to the followed partitions; false when

@@ -245,7 +245,7 @@ impl TopicTable {
     /// follower of it.
     pub fn followed(&self, meta: &TopicMeta, partition: i32) -> Option<i32> {
         let me = self.node_id?;
-        let leader = self.led_elsewhere(meta, partition)?;
+        let leader = self.led_elsewhere(meta, partition).filter(|&l| l >= 0)?;
         meta.replicas_of(partition).contains(&me).then_some(leader)
     }
 

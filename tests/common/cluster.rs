@@ -41,7 +41,12 @@ pub fn start_cluster(dir: &Path, voters: i32, brokers: i32) -> Vec<(i32, Broker)
 /// Metadata v12 for `topics` (None: every topic), creating missing ones
 /// when `create`.
 pub fn metadata(broker: &Broker, topics: Option<&[&str]>, create: bool) -> MetadataResponse {
-    let mut wire = Wire::connect(&broker.bootstrap());
+    metadata_at(&broker.bootstrap(), topics, create)
+}
+
+/// `metadata` from the broker listening at `addr`.
+pub fn metadata_at(addr: &str, topics: Option<&[&str]>, create: bool) -> MetadataResponse {
+    let mut wire = Wire::connect(addr);
     let mut request = MetadataRequest::default();
     request.topics = topics.map(|ts| {
         ts.iter()
@@ -120,7 +125,12 @@ pub fn one_record(value: &str) -> bytes::Bytes {
 /// Each partition's (leader, replicas, in-sync replicas, leader epoch) as
 /// `b` tells them.
 pub fn partitions(b: &Broker, topic: &str) -> Vec<(i32, Vec<i32>, Vec<i32>, i32)> {
-    let response = metadata(b, Some(&[topic]), false);
+    partitions_at(&b.bootstrap(), topic)
+}
+
+/// `partitions` from the broker listening at `addr`.
+pub fn partitions_at(addr: &str, topic: &str) -> Vec<(i32, Vec<i32>, Vec<i32>, i32)> {
+    let response = metadata_at(addr, Some(&[topic]), false);
     let mut ps: Vec<_> = response.topics[0]
         .partitions
         .iter()
@@ -144,9 +154,19 @@ pub fn wait_until(
     what: &str,
     check: impl Fn(&(i32, Vec<i32>, Vec<i32>, i32)) -> bool,
 ) -> Vec<(i32, Vec<i32>, Vec<i32>, i32)> {
+    wait_until_at(&b.bootstrap(), topic, what, check)
+}
+
+/// `wait_until` asking the broker listening at `addr`.
+pub fn wait_until_at(
+    addr: &str,
+    topic: &str,
+    what: &str,
+    check: impl Fn(&(i32, Vec<i32>, Vec<i32>, i32)) -> bool,
+) -> Vec<(i32, Vec<i32>, Vec<i32>, i32)> {
     let deadline = Instant::now() + Duration::from_secs(40);
     loop {
-        let seen = partitions(b, topic);
+        let seen = partitions_at(addr, topic);
         if !seen.is_empty() && seen.iter().all(&check) {
             return seen;
         }

@@ -113,6 +113,10 @@ fn fetch_denied(partition: i32) -> PartitionOut {
 /// an incremental fetch session carries from before an ACL change are
 /// refused too, with no records.
 pub async fn fetch(shard: &Rc<Shard>, session: &Session, mut req: FetchRequest, version: i16) -> FetchAnswer {
+    let replica = if version >= 15 { req.replica_state.replica_id.0 } else { req.replica_id.0 };
+    if replica >= 0 && shard.settings.cluster.is_some() {
+        session.replica.set(replica);
+    }
     if super::unrestricted(shard, session) {
         return handlers::fetch::handle(shard, req, version).await;
     }
