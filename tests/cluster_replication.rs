@@ -292,3 +292,88 @@ fn acknowledged_records_survive_a_pause_past_the_session_and_a_lost_data_directo
     assert!(tally.acknowledged >= 1000, "{tally}");
     assert_eq!((tally.lost, tally.duplicated, tally.reordered), (0, 0, 0), "{tally}");
 }
+
+/// The transaction coordinator of `transactional_id` (FindCoordinator v3,
+/// key type 1) as broker `b` names it.
+fn txn_coordinator(b: &common::broker::Broker, transactional_id: &str) -> i32 {
+    use kafka_protocol::messages::{FindCoordinatorRequest, FindCoordinatorResponse};
+    let mut req = FindCoordinatorRequest::default();
+    req.key = StrBytes::from_string(transactional_id.to_string());
+    req.key_type = 1;
+    let resp: FindCoordinatorResponse = Wire::connect(&b.bootstrap()).call(ApiKey::FindCoordinator, 3, &req);
+    assert_eq!(resp.error_code, 0, "FindCoordinator for {transactional_id}");
+    resp.node_id.0
+}
+
+/// A transaction whose partition changes leader halfway (the leader is
+/// SIGKILLed between two sends of one transaction) commits on the new
+/// leader: a read_committed consumer reads each committed record once, in
+/// order, and no aborted one, on every partition.
+#[test]
+fn a_transaction_commits_across_a_leader_change() {
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+    let _one = ONE_CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let mut brokers = start_three(dir.path());
+    wait_for_three(&brokers);
+    let mut w = Wire::connect(&broker(&brokers, 1).bootstrap());
+    assert_eq!(create(&mut w, "ledger", 3, 3, &[("min.insync.replicas", "2")]).0, 0);
+    let placed = wait_until(broker(&brokers, 1), "ledger", "three in sync", |p| p.2 == vec![1, 2, 3]);
+    let coordinator = txn_coordinator(broker(&brokers, 1), "ledger-writer");
+    // A partition led by a broker that does not coordinate the transaction.
+    let (moved, victim) =
+        placed.iter().enumerate().map(|(p, x)| (p as i32, x.0)).find(|(_, l)| *l != coordinator).unwrap();
+    let bootstrap = brokers.iter().map(|(_, b)| b.bootstrap()).collect::<Vec<_>>().join(",");
+    let timeout = Duration::from_secs(30);
+    let producer: BaseProducer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .set("transactional.id", "ledger-writer")
+        .set("linger.ms", "1")
+        .create()
+        .expect("producer");
+    producer.init_transactions(timeout).expect("init_transactions");
+    let send_all = |tag: &str| {
+        for p in 0..3 {
+            let value = format!("{tag}-p{p}");
+            producer.send(BaseRecord::<(), _>::to("ledger").partition(p).payload(&value)).expect("send");
+        }
+        producer.flush(timeout).expect("flush");
+    };
+    producer.begin_transaction().unwrap();
+    send_all("t0");
+    producer.commit_transaction(timeout).expect("commit t0");
+
+    // Halfway through t1, partition `moved` loses its leader.
+    producer.begin_transaction().unwrap();
+    send_all("t1a");
+    sigkill(&mut brokers, victim);
+    let other = (1..=3).find(|&id| id != victim).unwrap();
+    wait_until(broker(&brokers, other), "ledger", "a new leader", |p| p.0 > 0 && p.0 != victim);
+    send_all("t1b");
+    producer.commit_transaction(timeout).expect("commit t1 across the leader change");
+    producer.begin_transaction().unwrap();
+    send_all("t2");
+    producer.abort_transaction(timeout).expect("abort t2");
+    restart(&mut brokers, victim);
+    wait_until(broker(&brokers, victim), "ledger", "the old leader back in sync", |p| p.2 == vec![1, 2, 3]);
+    producer.begin_transaction().unwrap();
+    send_all("t3");
+    producer.commit_transaction(timeout).expect("commit t3");
+
+    let settings = [("isolation.level", "read_committed")];
+    let consumer = common::consume::from_start(&broker(&brokers, victim).bootstrap(), "audit", "ledger", 3, &settings);
+    let mut got: BTreeMap<i32, Vec<String>> = BTreeMap::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut quiet_since = Instant::now();
+    while Instant::now() < deadline && quiet_since.elapsed() < Duration::from_secs(3) {
+        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(200)) {
+            got.entry(m.partition()).or_default().push(String::from_utf8_lossy(m.payload().unwrap()).into_owned());
+            quiet_since = Instant::now();
+        }
+    }
+    for p in 0..3 {
+        let want: Vec<String> = ["t0", "t1a", "t1b", "t3"].iter().map(|t| format!("{t}-p{p}")).collect();
+        assert_eq!(got.get(&p), Some(&want), "ledger-{p} read committed (partition {moved} changed leader)");
+    }
+    wait_identical(dir.path(), "ledger", 3, 1);
+}
