@@ -15,8 +15,8 @@ use std::{
 use common::{
     broker::Broker,
     cluster::{
-        broker, create, log_bytes, one_record, partitions, signal, start_three, wait_for_brokers, wait_for_three,
-        wait_identical, wait_until,
+        broker, create, log_bytes, one_record, partitions, signal, start_cluster_with, start_three, wait_for_brokers,
+        wait_for_three, wait_identical, wait_until,
     },
     wire::{produce, Wire},
 };
@@ -159,6 +159,8 @@ fn a_deposed_leaders_records_that_were_never_replicated_are_cut() {
     let placed = wait_until(broker(&brokers, 1), "cut", "three in sync", |p| p.2 == vec![1, 2, 3]);
     let leader = placed[0].0;
     let followers: Vec<i32> = (1..=3).filter(|&id| id != leader).collect();
+    // Created means in broker 1's table; the leader's may be a moment later.
+    wait_until(broker(&brokers, leader), "cut", "the leader has it", |p| p.0 == leader);
     let mut lw = Wire::connect(&broker(&brokers, leader).bootstrap());
     for i in 0..5 {
         assert_eq!(produce(&mut lw, "cut", 0, one_record(&format!("kept-{i}")), -1).0, 0);
@@ -376,4 +378,42 @@ fn a_transaction_commits_across_a_leader_change() {
         assert_eq!(got.get(&p), Some(&want), "ledger-{p} read committed (partition {moved} changed leader)");
     }
     wait_identical(dir.path(), "ledger", 3, 1);
+}
+
+/// A follower paused for less than its session (9 s) but longer than
+/// `replica_lag_time_max_ms` (1 s) is still registered, yet its leader
+/// drops it from the in-sync replicas: acks=all goes on with the other two
+/// within seconds instead of waiting out the session. Resumed, it catches
+/// up and is in sync again.
+#[test]
+fn a_follower_that_stops_copying_leaves_the_isr_before_its_session_ends() {
+    let _one = ONE_CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let settings =
+        "broker_heartbeat_interval_ms = 200\nbroker_session_timeout_ms = 9000\nreplica_lag_time_max_ms = 1000\n";
+    let brokers = start_cluster_with(dir.path(), 3, 3, settings);
+    wait_for_three(&brokers);
+    let mut w = Wire::connect(&broker(&brokers, 1).bootstrap());
+    assert_eq!(create(&mut w, "lag", 1, 3, &[("min.insync.replicas", "2")]).0, 0);
+    let placed = wait_until(broker(&brokers, 1), "lag", "three in sync", |p| p.2 == vec![1, 2, 3]);
+    let leader = placed[0].0;
+    let follower = (1..=3).find(|&id| id != leader).unwrap();
+    wait_until(broker(&brokers, leader), "lag", "the leader has it", |p| p.0 == leader);
+    let mut lw = Wire::connect(&broker(&brokers, leader).bootstrap());
+    assert_eq!(produce(&mut lw, "lag", 0, one_record("before"), -1).0, 0);
+
+    signal(broker(&brokers, follower), "-STOP");
+    let paused = Instant::now();
+    assert_eq!(produce(&mut lw, "lag", 0, one_record("while paused"), -1).0, 0, "acks=all with two in sync");
+    let took = paused.elapsed();
+    let isr = partitions(broker(&brokers, leader), "lag")[0].2.clone();
+    assert!(!isr.contains(&follower), "the paused follower left the ISR: {isr:?}");
+    assert!(took < Duration::from_secs(6), "acks=all waited {took:?}, near the 9 s session");
+    let listed = common::cluster::metadata(broker(&brokers, leader), None, false);
+    assert!(listed.brokers.iter().any(|b| b.node_id.0 == follower), "the paused follower is not fenced");
+    println!("acks=all answered {took:?} after the follower's pause");
+
+    signal(broker(&brokers, follower), "-CONT");
+    wait_until(broker(&brokers, leader), "lag", "the follower back in sync", |p| p.2 == vec![1, 2, 3]);
+    wait_identical(dir.path(), "lag", 1, 1);
 }

@@ -26,10 +26,12 @@ mod member;
 mod network;
 mod observer;
 mod replicas;
+mod requests;
 mod store;
 mod view;
 
 pub use elect::{Election, ElectionResult};
+pub(crate) use requests::{BrokerAnswer, BrokerRequest};
 pub use view::{advertised_brokers, broker_address, AdvertisedBroker};
 
 use std::{
@@ -50,12 +52,8 @@ use openraft::{
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    security::{acl::Acl, acl::AclSet, credentials::Credentials},
-    shard::{
-        acl_admin::ChangeAcls,
-        credentials_admin::{CredentialChange, UserOutcome},
-        topics::TopicId,
-    },
+    security::{acl::AclSet, credentials::Credentials},
+    shard::{acl_admin::ChangeAcls, credentials_admin::CredentialChange, topics::TopicId},
 };
 
 openraft::declare_raft_types!(
@@ -95,6 +93,14 @@ pub enum Command {
     },
     /// Leaders an operator asked for (`elect`).
     ElectLeaders(Vec<Election>),
+    /// A partition's leader (at `epoch`) saw `broker` stay behind its log
+    /// end past `replica_lag_time_max_ms`: it leaves the in-sync replicas.
+    LeaveIsr {
+        topic: String,
+        partition: i32,
+        broker: i32,
+        epoch: i32,
+    },
 }
 
 /// A change to an existing topic.
@@ -262,78 +268,6 @@ impl ClusterLink {
 pub type ClusterWatch = tokio::sync::watch::Receiver<ClusterView>;
 type Published = Arc<tokio::sync::watch::Sender<ClusterView>>;
 
-/// A broker's request to the controller leader.
-#[derive(Serialize, Deserialize, Debug, Clone)]
-pub(crate) enum BrokerRequest {
-    Heartbeat(BrokerInfo),
-    /// A clean shutdown (Kafka's controlled shutdown): fence this broker
-    /// now rather than after its session times out.
-    Leaving(i32),
-    CreateTopics(Vec<TopicSpec>),
-    DeleteTopics(Vec<String>),
-    AlterTopics(Vec<TopicAlteration>),
-    ChangeAcls(ChangeAcls),
-    AlterCredentials(Vec<CredentialChange>),
-    /// A partition's leader (at `epoch`) saw `broker` catch up.
-    JoinIsr {
-        topic: String,
-        partition: i32,
-        broker: i32,
-        epoch: i32,
-    },
-    /// A follower's connection to this broker was refused: the leader
-    /// checks, and fences it at once if it refuses the leader too (its
-    /// process is gone), instead of after its session.
-    Unreachable(i32),
-    /// ElectLeaders for the partitions named (None: all).
-    ElectLeaders {
-        unclean: bool,
-        partitions: Option<Vec<(String, Vec<i32>)>>,
-    },
-}
-
-#[derive(Serialize, Deserialize, Debug)]
-pub(crate) enum BrokerAnswer {
-    Ok,
-    /// This member does not lead (or knows no leader): try again once the
-    /// heartbeat loop sees the leader in openraft's metrics.
-    NotLeader,
-    Failed(String),
-    /// A topic change: one result per topic, and the log index that holds
-    /// it (0 when nothing was written).
-    Topics {
-        index: u64,
-        results: Vec<TopicResult>,
-    },
-    /// An ACL change: per delete filter, the ACLs it removed.
-    Acls {
-        index: u64,
-        deleted: Vec<Vec<Acl>>,
-    },
-    /// SCRAM credential changes: each user's outcome.
-    Users {
-        index: u64,
-        outcomes: Vec<UserOutcome>,
-    },
-    Elected {
-        index: u64,
-        results: Vec<ElectionResult>,
-    },
-}
-
-impl BrokerAnswer {
-    /// The log index a change was written at (0: nothing was written).
-    pub fn index(&self) -> u64 {
-        match self {
-            Self::Topics { index, .. }
-            | Self::Acls { index, .. }
-            | Self::Users { index, .. }
-            | Self::Elected { index, .. } => *index,
-            _ => 0,
-        }
-    }
-}
-
 /// `--controller-quorum 1@host:port,2@host:port,...`: the voters and their
 /// controller addresses.
 pub fn parse_quorum(text: &str) -> Result<BTreeMap<u64, BasicNode>, String> {
@@ -459,6 +393,9 @@ impl Controller {
             },
             BrokerRequest::JoinIsr { topic, partition, broker, epoch } => {
                 Command::JoinIsr { topic, partition, broker, epoch }
+            }
+            BrokerRequest::LeaveIsr { topic, partition, broker, epoch } => {
+                Command::LeaveIsr { topic, partition, broker, epoch }
             }
             BrokerRequest::CreateTopics(specs) => return self.create_topics(specs).await,
             BrokerRequest::DeleteTopics(names) => return self.delete_topics(names).await,

@@ -460,6 +460,14 @@ impl ClusterState {
                     t.isr[p].push(broker);
                 }
             }
+            Command::LeaveIsr { topic, partition, broker, epoch } => {
+                let Some(t) = self.topics.get_mut(&topic) else { return };
+                t.fill_out();
+                let p = partition as usize;
+                if p < t.leaders.len() && t.epochs[p] == epoch && t.leaders[p] != broker && t.isr[p].len() > 1 {
+                    t.isr[p].retain(|&b| b != broker);
+                }
+            }
             Command::ElectLeaders(moves) => {
                 for e in &moves {
                     if let Some(t) = self.topics.get_mut(&e.topic) {

@@ -37,6 +37,9 @@ pub struct ServeConfig {
     /// Kafka's `broker.session.timeout.ms`: a broker not heard from for
     /// this long is fenced and leaves Metadata.
     pub broker_session_timeout_ms: u64,
+    /// Kafka's `replica.lag.time.max.ms`: a follower that has not reached
+    /// its leader's log end for this long leaves the in-sync replicas.
+    pub replica_lag_time_max_ms: u64,
     /// Partitions of `__consumer_offsets`, fixed when it is created at first
     /// start (Kafka's `offsets.topic.num.partitions`).
     pub offsets_topic_num_partitions: i32,
@@ -115,6 +118,7 @@ impl Default for ServeConfig {
             controller_quorum: None,
             broker_heartbeat_interval_ms: 2000,
             broker_session_timeout_ms: 9000,
+            replica_lag_time_max_ms: 30_000,
             offsets_topic_num_partitions: 50,
             transaction_state_log_num_partitions: 50,
             transaction_max_timeout_ms: 900_000,

@@ -235,6 +235,7 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
         sasl_mechanisms: config.sasl.enabled()?,
         credentials_at_start: Arc::new(crate::security::credentials::Credentials::load(&config.data_dir)?),
         cluster: controller.as_ref().map(|c| c.link.clone()),
+        replica_lag_max: Duration::from_millis(config.replica_lag_time_max_ms.max(100)),
     });
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, stop.clone()).map_err(|e| format!("cannot handle signal {signal}: {e}"))?;
@@ -529,6 +530,7 @@ async fn run_shard(start: ShardStart, extras: ShardExtras) -> Result<(), String>
     if let (Some(link), crate::shard::router::CONTROLLER) = (&shard.settings.cluster, shard.id) {
         glommio::spawn_local(shard.clone().follow_cluster(link.clone())).detach();
     }
+    shard.spawn_isr_lag_checks();
     if let Some(listener) = metrics {
         let listener = into_glommio(listener).map_err(|e| format!("metrics listener: {e}"))?;
         glommio::spawn_local(crate::metrics::http::serve(shard.clone(), listener)).detach();

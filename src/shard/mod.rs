@@ -19,6 +19,7 @@ pub mod topics;
 
 mod cluster_security;
 pub mod cluster_topics;
+mod followers;
 pub mod group_glue;
 pub mod journal_glue;
 mod liveness;
@@ -102,6 +103,8 @@ pub struct BrokerSettings {
     /// The metadata quorum's view of the cluster (`controller`); None when
     /// the broker runs alone.
     pub cluster: Option<crate::controller::ClusterLink>,
+    /// `replica_lag_time_max_ms` (`shard::followers`).
+    pub replica_lag_max: std::time::Duration,
 }
 
 /// A shard's partitions by topic name, then index. Looked up by `&str`, so

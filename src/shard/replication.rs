@@ -39,7 +39,6 @@ use super::{
     Partition, Shard,
 };
 use crate::{
-    controller::{BrokerAnswer, BrokerRequest},
     protocol::{
         errors::{self, ErrorCode},
         record_batch::BatchHeader,
@@ -87,6 +86,12 @@ pub struct ReplicaState {
     /// Leader: followers this leader asked the quorum to put in sync
     /// (asked once per epoch).
     pub joining: BTreeSet<i32>,
+    /// Leader: when each follower last reached the log end (`shard::followers`),
+    /// and the laggards it asked the quorum to drop (once per epoch).
+    pub caught_up_at: BTreeMap<i32, Instant>,
+    pub dropping: BTreeSet<i32>,
+    /// Leader: the log end at each follower's last fetch, and when.
+    pub last_fetch: BTreeMap<i32, (i64, Instant)>,
     /// Replicated: the high watermark (never moves back).
     pub high_watermark: i64,
     /// The leader epochs the log holds records of (`replica_files`).
@@ -112,7 +117,7 @@ impl Partition {
 
     /// Leader: the high watermark from the in-sync followers' ends; wakes
     /// readers and acks=all producers when it moved.
-    fn advance_high_watermark(&self) {
+    pub(super) fn advance_high_watermark(&self) {
         let moved = {
             let mut r = self.replica.borrow_mut();
             if !r.replicated || !r.leading {
@@ -466,43 +471,6 @@ impl Shard {
         (errors::NONE, epoch, end)
     }
 
-    /// Leader, on a follower's fetch: notes where `replica`'s log ends,
-    /// moves the high watermark, and asks the quorum to put a follower that
-    /// reached it back in sync.
-    pub(super) fn follower_fetched(&self, topic: &str, partition: i32, p: &Partition, replica: i32, offset: i64) {
-        let join = {
-            let mut r = p.replica.borrow_mut();
-            if !r.leading || !r.others.contains(&replica) {
-                return;
-            }
-            r.follower_ends.insert(replica, offset);
-            let caught_up = offset >= r.high_watermark.min(p.log.log_end()) || offset >= p.log.log_end();
-            let join = caught_up && !r.isr_others.contains(&replica) && r.joining.insert(replica);
-            join.then_some(r.epoch)
-        };
-        p.advance_high_watermark();
-        if let (Some(epoch), Some(link)) = (join, self.settings.cluster.clone()) {
-            let request = BrokerRequest::JoinIsr { topic: topic.to_string(), partition, broker: replica, epoch };
-            let (shard, name) = (self.id, format!("{topic}-{partition}"));
-            let partition = self.partition(topic, partition);
-            glommio::spawn_local(async move {
-                match link.ask(request).await {
-                    BrokerAnswer::Ok => log::info!("shard {shard}: broker {replica} is in sync for {name} again"),
-                    other => {
-                        // Asked again at one of its next fetches (no quorum
-                        // leader for a moment, say).
-                        log::warn!("shard {shard}: broker {replica} could not rejoin {name}'s ISR: {other:?}");
-                        glommio::timer::sleep(Duration::from_millis(200)).await;
-                        if let Some(p) = partition {
-                            p.replica.borrow_mut().joining.remove(&replica);
-                        }
-                    }
-                }
-            })
-            .detach();
-        }
-    }
-
     /// Leader, acks=all: refuses the produce when the partition has fewer
     /// in-sync replicas than `min.insync.replicas`.
     pub(super) fn enough_replicas(p: &Partition) -> Result<(), (ErrorCode, String)> {
@@ -653,6 +621,9 @@ pub(super) fn refresh_replica(table: &TopicTable, me: i32, meta: &TopicMeta, par
         if epoch != r.epoch || leading != r.leading {
             r.joining.clear();
             r.follower_ends.clear();
+            r.caught_up_at.clear();
+            r.dropping.clear();
+            r.last_fetch.clear();
             r.checked_epoch = None;
         }
         r.replicated = replicas.len() > 1;
@@ -661,6 +632,14 @@ pub(super) fn refresh_replica(table: &TopicTable, me: i32, meta: &TopicMeta, par
         r.others = replicas.iter().copied().filter(|&b| b != me).collect();
         r.isr_others = isr.iter().copied().filter(|&b| b != me).collect();
         r.joining.retain(|b| !isr.contains(b));
+        r.dropping.retain(|b| isr.contains(b));
+        // Every in-sync follower gets a whole lag window from when this
+        // broker first sees it in the set.
+        let now = Instant::now();
+        r.caught_up_at.retain(|b, _| isr.contains(b));
+        for &b in isr.iter().filter(|&&b| b != me) {
+            r.caught_up_at.entry(b).or_insert(now);
+        }
         r.min_insync = min_insync;
         if leading && r.replicated {
             // Leading under a new epoch: appends carry it from now on, and

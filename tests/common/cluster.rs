@@ -25,14 +25,18 @@ pub fn start_three(dir: &Path) -> Vec<(i32, Broker)> {
 /// Brokers 1 to `brokers`, of which 1 to `voters` form the quorum (the
 /// others join it as brokers only), each with its own `dir/b<id>`.
 pub fn start_cluster(dir: &Path, voters: i32, brokers: i32) -> Vec<(i32, Broker)> {
+    let settings = "broker_heartbeat_interval_ms = 200\nbroker_session_timeout_ms = 3000\n";
+    start_cluster_with(dir, voters, brokers, settings)
+}
+
+/// `start_cluster` with `settings` (TOML lines) in place of the short
+/// heartbeat and session above.
+pub fn start_cluster_with(dir: &Path, voters: i32, brokers: i32, settings: &str) -> Vec<(i32, Broker)> {
     let ports: Vec<u16> = (0..voters).map(|_| free_port()).collect();
     let quorum = (1..=voters).zip(&ports).map(|(id, p)| format!("{id}@127.0.0.1:{p}")).collect::<Vec<_>>().join(",");
     (1..=brokers)
         .map(|id| {
-            let config = format!(
-                "node_id = {id}\ncontroller_quorum = \"{quorum}\"\n\
-                 broker_heartbeat_interval_ms = 200\nbroker_session_timeout_ms = 3000\n"
-            );
+            let config = format!("node_id = {id}\ncontroller_quorum = \"{quorum}\"\n{settings}");
             (id, Broker::start_with_config(&dir.join(format!("b{id}")), 1, &config, &[]))
         })
         .collect()

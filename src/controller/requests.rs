@@ -1,0 +1,92 @@
+//! What a broker asks its quorum's leader (`ClusterLink::ask`, and the
+//! controller port for members that do not lead), and the answers.
+
+use serde::{Deserialize, Serialize};
+
+use super::{BrokerInfo, ElectionResult, TopicAlteration, TopicResult, TopicSpec};
+use crate::{
+    security::acl::Acl,
+    shard::{
+        acl_admin::ChangeAcls,
+        credentials_admin::{CredentialChange, UserOutcome},
+    },
+};
+
+/// A broker's request to the controller leader.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+pub(crate) enum BrokerRequest {
+    Heartbeat(BrokerInfo),
+    /// A clean shutdown (Kafka's controlled shutdown): fence this broker
+    /// now rather than after its session times out.
+    Leaving(i32),
+    CreateTopics(Vec<TopicSpec>),
+    DeleteTopics(Vec<String>),
+    AlterTopics(Vec<TopicAlteration>),
+    ChangeAcls(ChangeAcls),
+    AlterCredentials(Vec<CredentialChange>),
+    /// A partition's leader (at `epoch`) saw `broker` catch up.
+    JoinIsr {
+        topic: String,
+        partition: i32,
+        broker: i32,
+        epoch: i32,
+    },
+    /// A partition's leader (at `epoch`) saw `broker` lag (`shard::followers`).
+    LeaveIsr {
+        topic: String,
+        partition: i32,
+        broker: i32,
+        epoch: i32,
+    },
+    /// A follower's connection to this broker was refused: the leader
+    /// checks, and fences it at once if it refuses the leader too (its
+    /// process is gone), instead of after its session.
+    Unreachable(i32),
+    /// ElectLeaders for the partitions named (None: all).
+    ElectLeaders {
+        unclean: bool,
+        partitions: Option<Vec<(String, Vec<i32>)>>,
+    },
+}
+
+#[derive(Serialize, Deserialize, Debug)]
+pub(crate) enum BrokerAnswer {
+    Ok,
+    /// This member does not lead (or knows no leader): try again once the
+    /// heartbeat loop sees the leader in openraft's metrics.
+    NotLeader,
+    Failed(String),
+    /// A topic change: one result per topic, and the log index that holds
+    /// it (0 when nothing was written).
+    Topics {
+        index: u64,
+        results: Vec<TopicResult>,
+    },
+    /// An ACL change: per delete filter, the ACLs it removed.
+    Acls {
+        index: u64,
+        deleted: Vec<Vec<Acl>>,
+    },
+    /// SCRAM credential changes: each user's outcome.
+    Users {
+        index: u64,
+        outcomes: Vec<UserOutcome>,
+    },
+    Elected {
+        index: u64,
+        results: Vec<ElectionResult>,
+    },
+}
+
+impl BrokerAnswer {
+    /// The log index a change was written at (0: nothing was written).
+    pub fn index(&self) -> u64 {
+        match self {
+            Self::Topics { index, .. }
+            | Self::Acls { index, .. }
+            | Self::Users { index, .. }
+            | Self::Elected { index, .. } => *index,
+            _ => 0,
+        }
+    }
+}
