@@ -31,6 +31,7 @@ mod store;
 mod view;
 
 pub use elect::{Election, ElectionResult};
+pub use replicas::IsrChange;
 pub(crate) use requests::{BrokerAnswer, BrokerRequest};
 pub use view::{advertised_brokers, broker_address, AdvertisedBroker};
 
@@ -85,22 +86,13 @@ pub enum Command {
     /// A partition's leader saw `broker` catch up to its high watermark:
     /// it joins the in-sync replicas, if the leader's `epoch` is still the
     /// partition's (a deposed leader's word counts for nothing).
-    JoinIsr {
-        topic: String,
-        partition: i32,
-        broker: i32,
-        epoch: i32,
-    },
+    JoinIsr(IsrChange),
     /// Leaders an operator asked for (`elect`).
     ElectLeaders(Vec<Election>),
-    /// A partition's leader (at `epoch`) saw `broker` stay behind its log
-    /// end past `replica_lag_time_max_ms`: it leaves the in-sync replicas.
-    LeaveIsr {
-        topic: String,
-        partition: i32,
-        broker: i32,
-        epoch: i32,
-    },
+    /// A partition's leader saw `broker` stay behind its log end past
+    /// `replica_lag_time_max_ms`: it leaves the in-sync replicas (the
+    /// epoch checked as for `JoinIsr`).
+    LeaveIsr(IsrChange),
 }
 
 /// A change to an existing topic.
@@ -391,12 +383,8 @@ impl Controller {
                 }
                 None => return BrokerAnswer::Ok,
             },
-            BrokerRequest::JoinIsr { topic, partition, broker, epoch } => {
-                Command::JoinIsr { topic, partition, broker, epoch }
-            }
-            BrokerRequest::LeaveIsr { topic, partition, broker, epoch } => {
-                Command::LeaveIsr { topic, partition, broker, epoch }
-            }
+            BrokerRequest::JoinIsr(change) => Command::JoinIsr(change),
+            BrokerRequest::LeaveIsr(change) => Command::LeaveIsr(change),
             BrokerRequest::CreateTopics(specs) => return self.create_topics(specs).await,
             BrokerRequest::DeleteTopics(names) => return self.delete_topics(names).await,
             BrokerRequest::AlterTopics(changes) => return self.alter_topics(changes).await,

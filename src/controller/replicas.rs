@@ -5,7 +5,20 @@
 
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
+
 use super::{ClusterTopic, Controller};
+
+/// A partition's leader, at `epoch`, about follower `broker`: caught up
+/// (`JoinIsr`) or lagging (`LeaveIsr`). Counts only while the epoch is the
+/// partition's: a deposed leader's word counts for nothing.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct IsrChange {
+    pub topic: String,
+    pub partition: i32,
+    pub broker: i32,
+    pub epoch: i32,
+}
 
 impl Controller {
     /// The address of live broker `id`'s first listener when a connection
@@ -76,6 +89,23 @@ impl ClusterTopic {
         }
     }
 
+    /// `c.broker` joins (`join`) or leaves partition `c.partition`'s
+    /// in-sync replicas, if `c.epoch` is still its epoch. Only a replica
+    /// joins; the leader and the last member never leave.
+    pub fn change_isr(&mut self, c: &IsrChange, join: bool) {
+        self.fill_out();
+        let p = c.partition as usize;
+        if p >= self.leaders.len() || self.epochs[p] != c.epoch {
+            return;
+        }
+        let isr = &mut self.isr[p];
+        if join && self.replicas[p].contains(&c.broker) && !isr.contains(&c.broker) {
+            isr.push(c.broker);
+        } else if !join && self.leaders[p] != c.broker && isr.len() > 1 {
+            isr.retain(|&b| b != c.broker);
+        }
+    }
+
     /// A partition with no live leader whose in-sync replica `back`
     /// returned is led by it again (the leader stayed with a fenced broker
     /// only when no other in-sync replica was live).
@@ -88,5 +118,38 @@ impl ClusterTopic {
                 self.epochs[p] += 1;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_in_sync_set_changes_only_under_the_epoch_it_was_asked_at() {
+        let mut t = ClusterTopic {
+            name: "t".into(),
+            id: crate::shard::topics::new_topic_id(),
+            leaders: vec![1],
+            configs: Default::default(),
+            replicas: vec![vec![1, 2, 3]],
+            isr: vec![vec![1, 2]],
+            epochs: vec![5],
+        };
+        let change = |broker, epoch| IsrChange { topic: "t".into(), partition: 0, broker, epoch };
+        t.change_isr(&change(3, 4), true);
+        assert_eq!(t.isr[0], vec![1, 2], "a deposed leader's word counts for nothing");
+        t.change_isr(&change(4, 5), true);
+        assert_eq!(t.isr[0], vec![1, 2], "only a replica joins");
+        t.change_isr(&change(3, 5), true);
+        assert_eq!(t.isr[0], vec![1, 2, 3]);
+        t.change_isr(&change(1, 5), false);
+        assert_eq!(t.isr[0], vec![1, 2, 3], "the leader never leaves");
+        t.change_isr(&change(2, 5), false);
+        t.change_isr(&change(3, 5), false);
+        assert_eq!(t.isr[0], vec![1]);
+        t.isr[0] = vec![2];
+        t.change_isr(&change(2, 5), false);
+        assert_eq!(t.isr[0], vec![2], "the last member never leaves");
     }
 }

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{BrokerInfo, ElectionResult, TopicAlteration, TopicResult, TopicSpec};
+use super::{BrokerInfo, ElectionResult, IsrChange, TopicAlteration, TopicResult, TopicSpec};
 use crate::{
     security::acl::Acl,
     shard::{
@@ -25,19 +25,9 @@ pub(crate) enum BrokerRequest {
     ChangeAcls(ChangeAcls),
     AlterCredentials(Vec<CredentialChange>),
     /// A partition's leader (at `epoch`) saw `broker` catch up.
-    JoinIsr {
-        topic: String,
-        partition: i32,
-        broker: i32,
-        epoch: i32,
-    },
+    JoinIsr(IsrChange),
     /// A partition's leader (at `epoch`) saw `broker` lag (`shard::followers`).
-    LeaveIsr {
-        topic: String,
-        partition: i32,
-        broker: i32,
-        epoch: i32,
-    },
+    LeaveIsr(IsrChange),
     /// A follower's connection to this broker was refused: the leader
     /// checks, and fences it at once if it refuses the leader too (its
     /// process is gone), instead of after its session.

@@ -448,24 +448,14 @@ impl ClusterState {
                     topic.fence(id, is_fenced);
                 }
             }
-            Command::JoinIsr { topic, partition, broker, epoch } => {
-                let Some(t) = self.topics.get_mut(&topic) else { return };
-                t.fill_out();
-                let p = partition as usize;
-                if p < t.leaders.len()
-                    && t.epochs[p] == epoch
-                    && t.replicas[p].contains(&broker)
-                    && !t.isr[p].contains(&broker)
-                {
-                    t.isr[p].push(broker);
+            Command::JoinIsr(c) => {
+                if let Some(t) = self.topics.get_mut(&c.topic) {
+                    t.change_isr(&c, true);
                 }
             }
-            Command::LeaveIsr { topic, partition, broker, epoch } => {
-                let Some(t) = self.topics.get_mut(&topic) else { return };
-                t.fill_out();
-                let p = partition as usize;
-                if p < t.leaders.len() && t.epochs[p] == epoch && t.leaders[p] != broker && t.isr[p].len() > 1 {
-                    t.isr[p].retain(|&b| b != broker);
+            Command::LeaveIsr(c) => {
+                if let Some(t) = self.topics.get_mut(&c.topic) {
+                    t.change_isr(&c, false);
                 }
             }
             Command::ElectLeaders(moves) => {

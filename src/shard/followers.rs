@@ -15,7 +15,7 @@ use std::{
 };
 
 use super::{Partition, Shard};
-use crate::controller::{BrokerAnswer, BrokerRequest};
+use crate::controller::{BrokerAnswer, BrokerRequest, IsrChange};
 
 impl Shard {
     /// Leader, on a follower's fetch: notes where `replica`'s log ends,
@@ -43,7 +43,8 @@ impl Shard {
         };
         p.advance_high_watermark();
         if let (Some(epoch), Some(link)) = (join, self.settings.cluster.clone()) {
-            let request = BrokerRequest::JoinIsr { topic: topic.to_string(), partition, broker: replica, epoch };
+            let change = IsrChange { topic: topic.to_string(), partition, broker: replica, epoch };
+            let request = BrokerRequest::JoinIsr(change);
             let (shard, name) = (self.id, format!("{topic}-{partition}"));
             let partition = self.partition(topic, partition);
             glommio::spawn_local(async move {
@@ -74,7 +75,7 @@ impl Shard {
             loop {
                 glommio::timer::sleep(every).await;
                 for (topic, partition, epoch, broker) in shard.laggards() {
-                    let request = BrokerRequest::LeaveIsr { topic: topic.clone(), partition, broker, epoch };
+                    let request = BrokerRequest::LeaveIsr(IsrChange { topic: topic.clone(), partition, broker, epoch });
                     let (link, id, limit) = (link.clone(), shard.id, shard.settings.replica_lag_max);
                     glommio::spawn_local(async move {
                         match link.ask(request).await {
