@@ -93,6 +93,7 @@ pub(super) fn message(key: ApiKey) -> Option<Message> {
         ApiKey::DeleteRecords => (2, &DELETE_RECORDS_REQUEST),
         ApiKey::OffsetForLeaderEpoch => (4, &OFFSET_FOR_LEADER_EPOCH_REQUEST),
         ApiKey::DescribeLogDirs => (2, &DESCRIBE_LOG_DIRS_REQUEST),
+        ApiKey::ElectLeaders => (2, &ELECT_LEADERS_REQUEST),
         ApiKey::IncrementalAlterConfigs => (1, &INCREMENTAL_ALTER_CONFIGS_REQUEST),
         ApiKey::Produce => (9, &PRODUCE_REQUEST),
         ApiKey::Fetch => (12, &FETCH_REQUEST),
@@ -245,6 +246,13 @@ const OFFSET_FOR_LEADER_TOPIC: Struct =
 const DESCRIBE_LOG_DIRS_REQUEST: Struct = s(&[f("topics", 0, MAX, arr(&DESCRIBABLE_LOG_DIR_TOPIC))]);
 const DESCRIBABLE_LOG_DIR_TOPIC: Struct =
     s(&[f("topic", 0, MAX, STR), f("partitions", 0, MAX, Kind::Array(Elem::Fixed(4)))]);
+
+// ElectLeadersRequest (its topics have DescribeLogDirs' topics' shape)
+const ELECT_LEADERS_REQUEST: Struct = s(&[
+    f("election_type", 1, MAX, I8),
+    f("topic_partitions", 0, MAX, arr(&DESCRIBABLE_LOG_DIR_TOPIC)),
+    f("timeout_ms", 0, MAX, I32),
+]);
 
 // IncrementalAlterConfigsRequest
 const INCREMENTAL_ALTER_CONFIGS_REQUEST: Struct = s(&[

@@ -10,10 +10,10 @@ use kafka_protocol::{
     messages::{
         alter_user_scram_credentials_request::*, create_partitions_request::*, create_topics_request::*,
         delete_records_request::*, delete_topics_request::*, describe_configs_request::*, describe_log_dirs_request::*,
-        describe_user_scram_credentials_request::*, fetch_request::*, join_group_request::*, leave_group_request::*,
-        list_offsets_request::*, metadata_request::*, offset_commit_request::*, offset_delete_request::*,
-        offset_fetch_request::*, offset_for_leader_epoch_request::*, produce_request::*, sync_group_request::*,
-        write_txn_markers_request::*, *,
+        describe_user_scram_credentials_request::*, elect_leaders_request::TopicPartitions as ElectTopicPartitions,
+        fetch_request::*, join_group_request::*, leave_group_request::*, list_offsets_request::*, metadata_request::*,
+        offset_commit_request::*, offset_delete_request::*, offset_fetch_request::*,
+        offset_for_leader_epoch_request::*, produce_request::*, sync_group_request::*, write_txn_markers_request::*, *,
     },
     protocol::StrBytes,
 };
@@ -287,6 +287,13 @@ pub fn offset_for_leader_epoch(_v: i16) -> OffsetForLeaderEpochRequest {
     let p = |i: i32| OffsetForLeaderPartition::default().with_partition(i).with_leader_epoch(2);
     let t = |n: &str| OffsetForLeaderTopic::default().with_topic(topic(n)).with_partitions(vec![p(0), p(1)]);
     OffsetForLeaderEpochRequest::default().with_topics(two(t, "epoch-a", "epoch-b"))
+}
+
+pub fn elect_leaders(v: i16) -> ElectLeadersRequest {
+    let t = |n: &str| ElectTopicPartitions::default().with_topic(topic(n)).with_partitions(vec![0, 1]);
+    // v0 knows only the preferred election (type 0).
+    let kind = if v >= 1 { 1 } else { 0 };
+    ElectLeadersRequest::default().with_election_type(kind).with_topic_partitions(Some(two(t, "elect-a", "elect-b")))
 }
 
 pub fn describe_log_dirs(_v: i16) -> DescribeLogDirsRequest {
