@@ -165,7 +165,7 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, door: Rc<Door>) {
     // takes it out of the in-sync replicas now rather than after its
     // session, and acks=all stops waiting for it.
     if session.replica.get() >= 0 {
-        shard.report_follower_gone(session.replica.get());
+        shard.report_unreachable(session.replica.get(), std::time::Duration::from_secs(10));
     }
 }
 

@@ -146,14 +146,8 @@ fn lead_internal_topics(config: &ServeConfig, table: &mut TopicTable) -> Result<
             meta.leaders = crate::shard::cluster_topics::internal_leaders(&voters, meta.partitions());
         }
     }
-    // What this broker led when it stopped may have moved since: it leads
-    // nothing until the log it applies registers this process
-    // (`cluster_topics::disown`).
-    for meta in table.topics.values_mut().filter(|m| !m.internal) {
-        for l in meta.leaders.iter_mut().filter(|l| **l == config.node_id) {
-            *l = -1;
-        }
-    }
+    // What this broker led when it stopped may have moved since.
+    table.disown(config.node_id);
     table
         .save(&config.data_dir)
         .map_err(|e| format!("cannot persist topic metadata in {}: {e}", config.data_dir.display()))

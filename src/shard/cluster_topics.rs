@@ -32,19 +32,6 @@ use crate::{
 /// table, and for a leader to be elected, before it answers.
 const SETTLE_LIMIT: Duration = Duration::from_secs(8);
 
-/// Leaves the partitions `me` leads without a leader (-1): until the log
-/// this broker has applied holds its registration as this process, what it
-/// says `me` leads may be stale (a restarted broker's log is behind the
-/// fence that moved its partitions away), and a broker serving it would
-/// take writes it must later cut. Its registration entry moves them first.
-pub fn disown(topics: &mut BTreeMap<String, ClusterTopic>, me: i32) {
-    for t in topics.values_mut() {
-        for l in t.leaders.iter_mut().filter(|l| **l == me) {
-            *l = -1;
-        }
-    }
-}
-
 /// Leaders of an internal topic's partitions in a quorum: the voters in
 /// turn, a function of the voter list alone, which every broker has.
 pub fn internal_leaders(voters: &[i32], partitions: i32) -> Vec<i32> {
@@ -57,16 +44,13 @@ impl Shard {
     pub async fn follow_cluster(self: Rc<Self>, link: ClusterLink) {
         let mut view = link.view.clone();
         loop {
-            let (applied, mut topics, acls, credentials, registered) = {
+            let (applied, topics, acls, credentials, registered) = {
                 let v = view.borrow_and_update();
                 let me = v.brokers.get(&self.settings.node_id);
                 let registered = me.is_some_and(|b| !b.fenced && b.info.incarnation == link.incarnation);
                 (v.applied, v.topics.clone(), v.acls.clone(), v.credentials.clone(), registered)
             };
-            if !registered {
-                disown(&mut topics, self.settings.node_id);
-            }
-            self.apply_cluster_topics(applied, topics).await;
+            self.apply_cluster_topics(applied, topics, registered).await;
             self.apply_cluster_security(applied, acls, credentials).await;
             self.cluster_synced.set(applied);
             if view.changed().await.is_err() {
@@ -79,7 +63,14 @@ impl Shard {
     /// topics added (their partitions opened where this broker leads),
     /// deleted ones removed with their files. Topics the broker had before
     /// it joined a quorum, and the internal ones, are left as they are.
-    async fn apply_cluster_topics(self: &Rc<Self>, applied: u64, topics: BTreeMap<String, ClusterTopic>) {
+    /// Until the log holds this process's registration, this broker leads
+    /// none of them (`TopicTable::disown`).
+    async fn apply_cluster_topics(
+        self: &Rc<Self>,
+        applied: u64,
+        topics: BTreeMap<String, ClusterTopic>,
+        registered: bool,
+    ) {
         let _permit = self.controller_permit.acquire_permit(1).await.expect("controller permit: never closed");
         let before = self.topics();
         if applied <= before.cluster_index {
@@ -120,6 +111,9 @@ impl Shard {
                 };
                 table.topics.insert(TopicHandle::from(name.as_str()), meta);
             }
+        }
+        if !registered {
+            table.disown(self.settings.node_id);
         }
         // Most entries (registrations, fences, ACLs) leave the topics as
         // they are: nothing to persist or publish. The index moves with

@@ -59,11 +59,6 @@ const REPLICA_FETCH_BYTES: i32 = 16 << 20;
 pub(super) const RETRY_PAUSE: Duration = Duration::from_millis(200);
 /// Followed partitions one fetch answer writes and syncs at once.
 const COPIES_AT_ONCE: usize = 64;
-/// How often a follower may tell the quorum its leader refuses it: each
-/// retry, so a quorum that has just elected a leader (the dead broker led
-/// it too) hears within one pause (`perf/partition-failover.sh`: 1 s here
-/// measured 2.2-2.7 s from such a SIGKILL to the first acks=all write).
-const REPORT_EVERY: Duration = RETRY_PAUSE;
 /// Longest an acks=all produce waits for its in-sync replicas.
 const REPLICATION_WAIT_MAX: Duration = Duration::from_secs(30);
 
@@ -204,7 +199,6 @@ impl Shard {
         let me = self.settings.node_id;
         let mut connection: Option<glommio::net::TcpStream> = None;
         let mut correlation = 0i32;
-        let mut last_report: Option<Instant> = None;
         loop {
             let followed = self.followed_from(leader);
             if followed.is_empty() {
@@ -214,9 +208,13 @@ impl Shard {
                 match self.connect_to(leader).await {
                     Ok(stream) => connection = Some(stream),
                     Err(refused) => {
-                        if refused && last_report.is_none_or(|t: Instant| t.elapsed() >= REPORT_EVERY) {
-                            last_report = Some(Instant::now());
-                            self.report_unreachable(leader);
+                        // Told at every retry, so a quorum that has just
+                        // elected a leader (the dead broker led it too)
+                        // hears within one pause (once a second measured
+                        // 2.2-2.7 s from such a SIGKILL to acks=all again,
+                        // `perf/partition-failover.sh`).
+                        if refused {
+                            self.report_unreachable(leader, Duration::ZERO);
                         }
                         glommio::timer::sleep(RETRY_PAUSE).await;
                         continue;

@@ -225,6 +225,20 @@ impl TopicTable {
         self.topics.values().map(|m| hosted(m) as u64).sum()
     }
 
+    /// Leaves the quorum partitions `me` leads without a leader (-1): until
+    /// the log this broker has applied holds its registration as this
+    /// process, what it says `me` leads may be stale (a restarted broker's
+    /// log is behind the fence that moved its partitions away), and a
+    /// broker serving it would take writes it must later cut. Its
+    /// registration entry (a new incarnation fences it first) moves them.
+    pub fn disown(&mut self, me: i32) {
+        for meta in self.topics.values_mut().filter(|m| !m.internal) {
+            for l in meta.leaders.iter_mut().filter(|l| **l == me) {
+                *l = -1;
+            }
+        }
+    }
+
     /// The other broker that leads `partition` of the topic `meta`, if one
     /// does; None when it is led here (always, alone).
     pub fn led_elsewhere(&self, meta: &TopicMeta, partition: i32) -> Option<i32> {
