@@ -17,7 +17,8 @@ use std::{
 use common::{
     broker::Broker,
     cluster::{
-        agreed_leaders, broker, metadata, one_record, start_cluster, start_three, wait_for_brokers, wait_for_three,
+        agreed_leaders, broker, consume_in_group, metadata, one_record, start_cluster, start_three, wait_for_brokers,
+        wait_for_three,
     },
     wire::{create_topic, fetch_request, produce, Wire},
 };
@@ -28,7 +29,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use rdkafka::{
-    consumer::{BaseConsumer, CommitMode, Consumer},
+    consumer::{BaseConsumer, Consumer},
     message::Message,
     ClientConfig, Offset, TopicPartitionList,
 };
@@ -68,29 +69,6 @@ fn topic_config(broker: &Broker, topic: &str, name: &str) -> Option<String> {
         Wire::connect(&broker.bootstrap()).call(ApiKey::DescribeConfigs, 4, &request);
     let r = &response.results[0];
     r.configs.iter().find(|c| c.name.as_str() == name).and_then(|c| c.value.as_ref().map(|v| v.to_string()))
-}
-
-/// Consumes `topic` in group `group` from `bootstrap` until `want` records
-/// came or 60 s passed; commits what it read. Returns the values by partition.
-fn consume_in_group(bootstrap: &str, group: &str, topic: &str, want: usize) -> BTreeMap<i32, Vec<String>> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("group.id", group)
-        .set("enable.auto.commit", "false")
-        .set("auto.offset.reset", "earliest")
-        .create()
-        .expect("consumer");
-    consumer.subscribe(&[topic]).expect("subscribe");
-    let mut got: BTreeMap<i32, Vec<String>> = BTreeMap::new();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while got.values().map(Vec::len).sum::<usize>() < want && Instant::now() < deadline {
-        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(200)) {
-            let value = String::from_utf8(m.payload().unwrap_or_default().to_vec()).unwrap();
-            got.entry(m.partition()).or_default().push(value);
-        }
-    }
-    consumer.commit_consumer_state(CommitMode::Sync).expect("commit");
-    got
 }
 
 #[test]

@@ -329,7 +329,7 @@ impl Coordinator {
     pub fn arm_restored_sessions(self: &Rc<Self>) {
         let groups = self.groups.borrow();
         for (name, g) in groups.iter() {
-            for id in g.members.keys() {
+            for (id, _) in g.members.iter().filter(|(_, m)| !m.session_timer_armed) {
                 membership::arm_session_timer(self, name, id);
             }
         }
@@ -339,6 +339,37 @@ impl Coordinator {
                 m.session_timer_armed = true;
             }
         }
+    }
+}
+
+impl Coordinator {
+    /// Forgets the groups of `__consumer_offsets` partition `partition`,
+    /// whose leadership moved to another broker: their members, committed
+    /// offsets and offsets waiting for a transaction's marker. A member
+    /// waiting for its join or sync is told NOT_COORDINATOR, and finds the
+    /// new coordinator. Timers of forgotten groups find nothing and stop.
+    pub fn unload(&self, partition: i32) {
+        let count = self.settings().offsets_partitions;
+        let here = |group: &str| records::partition_for(group, count) == partition;
+        let gone: Vec<(String, Group)> = {
+            let mut groups = self.groups.borrow_mut();
+            let names: Vec<String> = groups.keys().filter(|g| here(g)).cloned().collect();
+            names.into_iter().filter_map(|n| groups.remove(&n).map(|g| (n, g))).collect()
+        };
+        for (_, group) in gone {
+            for (id, mut m) in group.members {
+                if let Some(tx) = m.awaiting_join.take() {
+                    let _ = tx.send(membership::join_error(crate::protocol::errors::NOT_COORDINATOR, &id));
+                }
+                if let Some(tx) = m.awaiting_sync.take() {
+                    let mut r = SyncGroupResponse::default();
+                    r.error_code = crate::protocol::errors::NOT_COORDINATOR;
+                    let _ = tx.send(r);
+                }
+            }
+        }
+        self.offsets.borrow_mut().retain(|g, _| !here(g));
+        self.pending_txn.borrow_mut().forget(here);
     }
 }
 

@@ -16,6 +16,10 @@ pub enum StoreError {
     /// The partition is not open on the coordinator's shard (its topic table
     /// moved on, or it failed to open).
     NotOpen { partition: i32 },
+    /// The partition is replicated and this broker stopped leading it, or
+    /// its in-sync replicas did not take the records in time: the message
+    /// says which, naming the partition.
+    NotLeader(String),
     /// The log refused or failed the append (full disk, failed write or
     /// sync). Kept as the storage layer's own error, which names the
     /// partition and file.
@@ -27,6 +31,7 @@ impl fmt::Display for StoreError {
         match self {
             Self::ShuttingDown => f.write_str("the shard is shutting down"),
             Self::NotOpen { partition } => write!(f, "{}-{partition} is not open on this shard", super::OFFSETS_TOPIC),
+            Self::NotLeader(message) => f.write_str(message),
             Self::Storage(e) => write!(f, "{e}"),
         }
     }

@@ -39,6 +39,14 @@ pub(super) struct TxnPending {
 }
 
 impl TxnPending {
+    /// Drops the pending offsets of the groups `gone` names.
+    pub(super) fn forget(&mut self, gone: impl Fn(&str) -> bool) {
+        for pending in self.offsets.values_mut() {
+            pending.retain(|o| !gone(&o.group));
+        }
+        self.offsets.retain(|_, pending| !pending.is_empty());
+    }
+
     /// Whether `epoch` is older than one already seen for `producer_id`;
     /// otherwise it becomes the newest.
     fn fenced(&mut self, producer_id: i64, epoch: i16) -> bool {

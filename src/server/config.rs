@@ -43,6 +43,10 @@ pub struct ServeConfig {
     /// Partitions of `__consumer_offsets`, fixed when it is created at first
     /// start (Kafka's `offsets.topic.num.partitions`).
     pub offsets_topic_num_partitions: i32,
+    /// In a quorum, replicas of each `__consumer_offsets` partition (Kafka's
+    /// `offsets.topic.replication.factor`), at most the number of voters:
+    /// the quorum creates the topic once that many brokers are live.
+    pub offsets_topic_replication_factor: i16,
     /// Partitions of `__transaction_state`, fixed when it is created at
     /// first start (Kafka's `transaction.state.log.num.partitions`).
     pub transaction_state_log_num_partitions: i32,
@@ -120,6 +124,7 @@ impl Default for ServeConfig {
             broker_session_timeout_ms: 9000,
             replica_lag_time_max_ms: 30_000,
             offsets_topic_num_partitions: 50,
+            offsets_topic_replication_factor: 3,
             transaction_state_log_num_partitions: 50,
             transaction_max_timeout_ms: 900_000,
             transaction_abort_timed_out_transaction_cleanup_interval_ms: 10_000,

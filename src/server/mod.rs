@@ -153,6 +153,28 @@ fn lead_internal_topics(config: &ServeConfig, table: &mut TopicTable) -> Result<
         .map_err(|e| format!("cannot persist topic metadata in {}: {e}", config.data_dir.display()))
 }
 
+/// In a quorum, `__consumer_offsets` is the quorum's: replicated like any
+/// topic, so groups and their committed offsets survive the loss of their
+/// coordinator's broker (`shard::group_leadership`). Its replication factor
+/// is at most the number of voters.
+fn offsets_topic_spec(config: &ServeConfig) -> Result<Option<crate::controller::TopicSpec>, String> {
+    let Some(quorum) = &config.controller_quorum else { return Ok(None) };
+    let voters = crate::controller::parse_quorum(quorum).map_err(|e| format!("--controller-quorum: {e}"))?.len();
+    let factor = config.offsets_topic_replication_factor;
+    if factor < 1 {
+        return Err(format!("offsets_topic_replication_factor must be at least 1, got {factor}"));
+    }
+    Ok(Some(crate::controller::TopicSpec {
+        name: crate::groups::OFFSETS_TOPIC.to_string(),
+        partitions: config.offsets_topic_num_partitions,
+        configs: std::collections::BTreeMap::from([
+            ("cleanup.policy".to_string(), "compact".to_string()),
+            ("segment.bytes".to_string(), config.offsets_topic_segment_bytes.to_string()),
+        ]),
+        replication_factor: factor.min(voters as i16),
+    }))
+}
+
 /// Runs the broker until SIGINT or SIGTERM. Returns once every shard has
 /// closed its partitions.
 pub fn serve(config: ServeConfig) -> Result<(), String> {
@@ -172,7 +194,11 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
     let acls = Arc::new(crate::security::acl_store::load(&config.data_dir)?);
     let groups = config.group_settings();
     let txn = config.txn_settings();
+    let offsets_topic = offsets_topic_spec(&config)?;
     for (name, partitions) in [(crate::groups::OFFSETS_TOPIC, groups.offsets_partitions), (TXN_TOPIC, txn.partitions)] {
+        if name == crate::groups::OFFSETS_TOPIC && offsets_topic.is_some() {
+            continue; // the quorum's, replicated
+        }
         let segment_bytes = config.offsets_topic_segment_bytes;
         crate::shard::topics::ensure_internal_topic(
             &mut table,
@@ -230,6 +256,7 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
         credentials_at_start: Arc::new(crate::security::credentials::Credentials::load(&config.data_dir)?),
         cluster: controller.as_ref().map(|c| c.link.clone()),
         replica_lag_max: Duration::from_millis(config.replica_lag_time_max_ms.max(100)),
+        offsets_topic,
     });
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, stop.clone()).map_err(|e| format!("cannot handle signal {signal}: {e}"))?;

@@ -153,17 +153,53 @@ cross_shard_calls! {
     ApplyTopics -> Vec<OpenFailure> = |shard, ApplyTopics { table }| shard.apply_topics(table);
     ElectLeaders -> Result<Vec<crate::controller::ElectionResult>, String> = |shard, call| shard.elect_leaders(call);
     // To a group's coordinator shard.
-    JoinGroup -> JoinGroupResponse = |shard, call| shard.groups.join(call);
-    SyncGroup -> SyncGroupResponse = |shard, call| shard.groups.sync(call);
-    Heartbeat -> i16 = |shard, call| shard.groups.heartbeat(call);
-    LeaveGroup -> LeaveGroupResponse = |shard, call| shard.groups.leave(call);
-    CommitOffsets -> OffsetCommitResponse = |shard, call| shard.groups.commit(call);
-    FetchOffsets -> Vec<FetchedOffset> = |shard, call| shard.groups.fetch_offsets(call);
-    DescribeGroups -> DescribeGroupsResponse = |shard, call| shard.groups.describe(call);
-    ListGroups -> Vec<ListedGroup> = |shard, call| shard.groups.list(call);
-    DeleteGroups -> DeleteGroupsResponse = |shard, call| shard.groups.delete_groups(call);
-    DeleteOffsets -> OffsetDeleteResponse = |shard, call| shard.groups.delete_offsets(call);
-    CommitTxnOffsets -> TxnOffsetCommitResponse = |shard, call| shard.groups.commit_txn(call);
+    // A call for one group is None when this shard does not coordinate it
+    // (its offsets partition is led elsewhere now); calls wait while the
+    // shard loads groups whose leadership came here (`group_leadership`).
+    JoinGroup -> Option<JoinGroupResponse> = |shard, call| {
+        let group = call.request.group_id.to_string();
+        async move { shard.for_group(&group, shard.groups.join(call)).await }
+    };
+    SyncGroup -> Option<SyncGroupResponse> = |shard, call| {
+        let group = call.request.group_id.to_string();
+        async move { shard.for_group(&group, shard.groups.sync(call)).await }
+    };
+    Heartbeat -> Option<i16> = |shard, call| {
+        let group = call.request.group_id.to_string();
+        async move { shard.for_group(&group, shard.groups.heartbeat(call)).await }
+    };
+    LeaveGroup -> Option<LeaveGroupResponse> = |shard, call| {
+        let group = call.request.group_id.to_string();
+        async move { shard.for_group(&group, shard.groups.leave(call)).await }
+    };
+    CommitOffsets -> Option<OffsetCommitResponse> = |shard, call| {
+        let group = call.request.group_id.to_string();
+        async move { shard.for_group(&group, shard.groups.commit(call)).await }
+    };
+    FetchOffsets -> Option<Vec<FetchedOffset>> = |shard, call| {
+        let group = call.group.clone();
+        async move { shard.for_group(&group, shard.groups.fetch_offsets(call)).await }
+    };
+    DescribeGroups -> DescribeGroupsResponse = |shard, call| async move {
+        shard.groups_ready().await;
+        shard.groups.describe(call).await
+    };
+    ListGroups -> Vec<ListedGroup> = |shard, call| async move {
+        shard.groups_ready().await;
+        shard.groups.list(call).await
+    };
+    DeleteGroups -> DeleteGroupsResponse = |shard, call| async move {
+        shard.groups_ready().await;
+        shard.groups.delete_groups(call).await
+    };
+    DeleteOffsets -> Option<OffsetDeleteResponse> = |shard, call| {
+        let group = call.request.group_id.to_string();
+        async move { shard.for_group(&group, shard.groups.delete_offsets(call)).await }
+    };
+    CommitTxnOffsets -> Option<TxnOffsetCommitResponse> = |shard, call| {
+        let group = call.request.group_id.to_string();
+        async move { shard.for_group(&group, shard.groups.commit_txn(call)).await }
+    };
     // To a transactional id's coordinator shard.
     InitTxnProducer -> TxnProducer = |shard, call| shard.txn.init_producer(call);
     AddTxnPartitions -> Vec<(String, i32, ErrorCode)> = |shard, call| shard.txn.add_partitions(call);

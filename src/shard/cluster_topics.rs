@@ -9,9 +9,12 @@
 //! says which partitions another broker leads (`TopicTable::led_elsewhere`),
 //! so produce and fetch learn NOT_LEADER_OR_FOLLOWER without a lock.
 //!
-//! The internal topics stay the broker's own: their partitions' leaders
+//! `__consumer_offsets` is the quorum's, replicated like any topic and
+//! created once enough brokers are live (`ask_for_offsets_topic`): groups
+//! move with its partitions' leaders (`group_leadership`).
+//! `__transaction_state` stays each broker's own: its partitions' leaders
 //! follow the quorum's voter list (`internal_leaders`), so every broker
-//! finds the same coordinator for a group or transactional id.
+//! finds the same coordinator for a transactional id.
 
 use std::{collections::BTreeMap, rc::Rc, time::Duration};
 
@@ -43,13 +46,18 @@ impl Shard {
     /// view of the log the quorum publishes, until the quorum stops.
     pub async fn follow_cluster(self: Rc<Self>, link: ClusterLink) {
         let mut view = link.view.clone();
+        let asking = Rc::new(std::cell::Cell::new(false));
         loop {
-            let (applied, topics, acls, credentials, registered) = {
+            let (applied, topics, acls, credentials, registered, live) = {
                 let v = view.borrow_and_update();
                 let me = v.brokers.get(&self.settings.node_id);
                 let registered = me.is_some_and(|b| !b.fenced && b.info.incarnation == link.incarnation);
-                (v.applied, v.topics.clone(), v.acls.clone(), v.credentials.clone(), registered)
+                let live = v.brokers.values().filter(|b| !b.fenced).count();
+                (v.applied, v.topics.clone(), v.acls.clone(), v.credentials.clone(), registered, live)
             };
+            if registered && !topics.contains_key(crate::groups::OFFSETS_TOPIC) {
+                self.ask_for_offsets_topic(&link, live, &asking);
+            }
             self.apply_cluster_topics(applied, topics, registered).await;
             self.apply_cluster_security(applied, acls, credentials).await;
             self.cluster_synced.set(applied);
@@ -57,6 +65,39 @@ impl Shard {
                 return;
             }
         }
+    }
+
+    /// Has the quorum create `__consumer_offsets`, replicated, once as many
+    /// brokers are live as its replication factor (Kafka creates it at the
+    /// first FindCoordinator; here groups need not wait for it). Until it
+    /// exists, FindCoordinator answers COORDINATOR_NOT_AVAILABLE. Every
+    /// broker may ask; the log keeps the first.
+    fn ask_for_offsets_topic(self: &Rc<Self>, link: &ClusterLink, live: usize, asking: &Rc<std::cell::Cell<bool>>) {
+        let Some(spec) = self.settings.offsets_topic.clone() else { return };
+        if live < spec.replication_factor as usize || asking.replace(true) {
+            return;
+        }
+        let (shard, link, asking) = (self.clone(), link.clone(), asking.clone());
+        glommio::spawn_local(async move {
+            let name = spec.name.clone();
+            // Until the log has it: a quorum between leaders is asked again.
+            while !link.view.borrow().topics.contains_key(&name) {
+                match shard.ask_topics(&link, BrokerRequest::CreateTopics(vec![spec.clone()])).await {
+                    Ok(results) => match results.first() {
+                        Some(r) if r.error == errors::NONE => {
+                            log::info!("shard {}: created {name} in the quorum", shard.id)
+                        }
+                        Some(r) if r.error == errors::TOPIC_ALREADY_EXISTS => {}
+                        Some(r) => log::warn!("shard {}: cannot create {name} yet: {:?}", shard.id, r.message),
+                        None => {}
+                    },
+                    Err(e) => log::warn!("shard {}: cannot create {name} yet: {e}", shard.id),
+                }
+                glommio::timer::sleep(Duration::from_millis(500)).await;
+            }
+            asking.set(false);
+        })
+        .detach();
     }
 
     /// Makes the table's quorum topics those of the log at `applied`: new
@@ -105,7 +146,7 @@ impl Shard {
                     id: topic.id,
                     shards: router::assign(&name, partitions, self.count),
                     configs: topic.configs,
-                    internal: false,
+                    internal: name == crate::groups::OFFSETS_TOPIC,
                     leaders: topic.leaders,
                     replicas,
                 };

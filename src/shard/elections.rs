@@ -27,8 +27,8 @@ impl Shard {
         let mut asked = Vec::new();
         for (topic, partitions) in call.partitions.iter().flatten() {
             let meta = table.topics.get(topic.as_str());
-            // Internal topics are each broker's own, with one replica.
-            let local = meta.is_some_and(|m| m.internal) || self.settings.cluster.is_none();
+            // `__transaction_state` is each broker's own, with one replica.
+            let local = meta.is_some_and(|m| m.internal && m.replicas.is_empty()) || self.settings.cluster.is_none();
             if !local {
                 asked.push((topic.clone(), partitions.clone()));
                 continue;

@@ -1,8 +1,8 @@
 //! The shard's group glue: its side of the group coordinator's seam
 //! ([`GroupHost`]: its `__consumer_offsets` partitions, glommio timers and
 //! tasks, the system clocks and the topic table), the creation of
-//! `__consumer_offsets` at first start, the replay of this shard's
-//! partitions of it into the coordinator, and the offset-expiry timer.
+//! `__consumer_offsets` at first start, reading its records back for the
+//! replay (`group_leadership`), and the offset-expiry timer.
 
 use std::{
     future::Future,
@@ -19,15 +19,13 @@ use crate::{
         seam::{LocalTask, OffsetsRecord},
         GroupHost, GroupSettings, StoreError, Timer, OFFSETS_TOPIC,
     },
-    protocol::record_batch::{self, BatchHeader, Record, ATTR_CONTROL, ATTR_TRANSACTIONAL},
+    protocol::record_batch::{self, BatchHeader, Record},
     shard::{topics::new_topic_id, BrokerSettings, Partition, Shard},
     storage::Durability,
 };
 
 /// Replay reads `__consumer_offsets` this many bytes at a time.
 const REPLAY_READ_BYTES: usize = 1 << 20;
-/// How often a long replay logs its progress.
-const REPLAY_REPORT_EVERY: Duration = Duration::from_secs(2);
 
 /// Reaches its shard through a `Weak`: the shard owns the coordinator,
 /// which owns this.
@@ -137,6 +135,10 @@ pub(super) async fn append_internal(
     let Some(p) = shard.partition(topic, partition) else {
         return Err(StoreError::NotOpen { partition });
     };
+    let replicated = p.replica.borrow().replicated;
+    if replicated && !p.replica.borrow().leading {
+        return Err(StoreError::NotLeader(format!("{}: this broker no longer leads it", p.log.name())));
+    }
     let recs: Vec<Record<'_>> = records
         .iter()
         .map(|(k, v)| Record { key: Some(k.as_slice()), value: v.as_deref(), timestamp_delta: 0 })
@@ -153,7 +155,16 @@ pub(super) async fn append_internal(
         }
     };
     p.appended.notify_all();
-    result.map(|_| ()).map_err(|e| StoreError::Storage(Box::new(e)))
+    let info = result.map_err(|e| StoreError::Storage(Box::new(e)))?;
+    // A replicated partition (`__consumer_offsets` in a quorum) answers
+    // once its in-sync replicas have the records too, like acks=all: a
+    // commit acknowledged survives its coordinator's broker.
+    if replicated {
+        Shard::wait_replicated(&p, info.last_offset + 1)
+            .await
+            .map_err(|(_, message)| StoreError::NotLeader(message))?;
+    }
+    Ok(())
 }
 
 /// The seed of this shard's member-id generator, read from the OS once at
@@ -162,52 +173,11 @@ pub(super) fn member_id_seed() -> u128 {
     u128::from_le_bytes(new_topic_id().0)
 }
 
-/// Replays the `__consumer_offsets` partitions this shard owns into its
-/// group coordinator, then arms the sessions of the members it restored.
+/// Waits until the `__consumer_offsets` partitions this shard serves are
+/// replayed into its group coordinator (`group_leadership`: the first
+/// table applied at start marks them and loads them).
 pub async fn load_groups(shard: &Rc<Shard>) {
-    let started = Instant::now();
-    let partitions = shard.groups_partitions();
-    let total: i64 = partitions.iter().map(|(_, p)| p.log.log_end() - p.log.log_start()).sum();
-    let mut done = 0i64;
-    let mut next_report = Instant::now() + REPLAY_REPORT_EVERY;
-    for (number, p) in partitions {
-        let mut offset = p.log.log_start();
-        while offset < p.log.log_end() {
-            // Offsets committed inside a transaction wait for its marker.
-            let mut each = |h: &BatchHeader, key: &[u8], value: Option<&[u8]>| {
-                if h.attributes & ATTR_CONTROL != 0 {
-                    if let Some(commit) = record_batch::control_key_commit(key) {
-                        shard.groups.on_txn_marker(number, h.producer_id, h.producer_epoch, commit);
-                    }
-                    Ok(())
-                } else if h.attributes & ATTR_TRANSACTIONAL != 0 {
-                    shard.groups.replay_txn_offset(h.producer_id, h.producer_epoch, key, value)
-                } else {
-                    shard.groups.replay(key, value)
-                }
-            };
-            let Some(next) = replay_chunk(shard, &p, offset, &mut each).await else { break };
-            if next == offset {
-                break; // nothing readable: leave the rest alone
-            }
-            done += next - offset;
-            offset = next;
-            if Instant::now() >= next_report {
-                log::info!("shard {}: loading groups: {done} of {total} offsets replayed", shard.id);
-                next_report = Instant::now() + REPLAY_REPORT_EVERY;
-            }
-        }
-    }
-    shard.groups.arm_restored_sessions();
-    let (groups, keys) = shard.groups.cache_size();
-    if total > 0 {
-        log::info!(
-            "shard {}: loaded {keys} committed offsets of {groups} groups from {} records in {} ms",
-            shard.id,
-            shard.groups.replayed.get(),
-            started.elapsed().as_millis()
-        );
-    }
+    shard.groups_ready().await;
 }
 
 /// Takes one keyed record read back at start: its batch's header, its key

@@ -21,6 +21,7 @@ mod cluster_security;
 pub mod cluster_topics;
 mod followers;
 pub mod group_glue;
+mod group_leadership;
 pub mod journal_glue;
 mod liveness;
 pub mod maintenance;
@@ -105,6 +106,9 @@ pub struct BrokerSettings {
     pub cluster: Option<crate::controller::ClusterLink>,
     /// `replica_lag_time_max_ms` (`shard::followers`).
     pub replica_lag_max: std::time::Duration,
+    /// In a quorum: `__consumer_offsets` as the quorum creates it,
+    /// replicated (`cluster_topics::ask_for_offsets_topic`).
+    pub offsets_topic: Option<crate::controller::TopicSpec>,
 }
 
 /// A shard's partitions by topic name, then index. Looked up by `&str`, so
@@ -143,11 +147,6 @@ impl PartitionMap {
 
     pub(crate) fn values(&self) -> impl Iterator<Item = &Rc<Partition>> {
         self.0.values().flat_map(HashMap::values)
-    }
-
-    /// The partitions of one topic, in no particular order.
-    pub(crate) fn of_topic<'a>(&'a self, topic: &str) -> impl Iterator<Item = (i32, &'a Rc<Partition>)> + 'a {
-        self.0.get(topic).into_iter().flat_map(|ps| ps.iter().map(|(p, part)| (*p, part)))
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -204,6 +203,14 @@ pub struct Shard {
     /// Serialises applying a topic table with cutting a follower's log
     /// (both close and open partitions).
     reopen_permit: glommio::sync::Semaphore,
+    /// The `__consumer_offsets` partitions whose groups this shard's
+    /// coordinator serves (`group_leadership`), those still loading with
+    /// their load's ticket, the last ticket given, and the calls waiting
+    /// for the loads.
+    groups_served: RefCell<std::collections::BTreeSet<i32>>,
+    groups_loading: RefCell<std::collections::BTreeMap<i32, group_leadership::LoadTicket>>,
+    group_loads: Cell<group_leadership::LoadTicket>,
+    groups_loaded: AppendNotify,
 }
 
 impl Shard {
@@ -243,6 +250,10 @@ impl Shard {
             replay: RefCell::new(None),
             fetchers: RefCell::new(Default::default()),
             reopen_permit: glommio::sync::Semaphore::new(1),
+            groups_served: RefCell::default(),
+            groups_loading: RefCell::default(),
+            group_loads: Cell::new(0),
+            groups_loaded: Default::default(),
         })
     }
 
@@ -265,16 +276,6 @@ impl Shard {
     /// Every partition this shard owns.
     pub fn all_partitions(&self) -> Vec<Rc<Partition>> {
         self.partitions.borrow().values().cloned().collect()
-    }
-
-    /// The `__consumer_offsets` partitions this shard owns, with their
-    /// numbers, in order.
-    pub fn groups_partitions(&self) -> Vec<(i32, Rc<Partition>)> {
-        let partitions = self.partitions.borrow();
-        let mut out: Vec<(i32, Rc<Partition>)> =
-            partitions.of_topic(crate::groups::OFFSETS_TOPIC).map(|(p, part)| (p, part.clone())).collect();
-        out.sort_by_key(|(p, _)| *p);
-        out
     }
 
     /// Makes the call `make` gives on every shard at once and waits for all

@@ -405,8 +405,13 @@ impl Shard {
                 all = false;
                 continue;
             };
-            if answer.end_offset >= 0 && answer.end_offset < p.log.log_end() {
-                self.cut_to(topic, *partition, p, answer.end_offset, leader).await;
+            let cut = {
+                let r = p.replica.borrow();
+                let (start, end) = (p.log.log_start(), p.log.log_end());
+                replica_files::divergence_cut(&r.epochs, start, end, answer.leader_epoch, answer.end_offset)
+            };
+            if let Some(offset) = cut {
+                self.cut_to(topic, *partition, p, offset, leader).await;
             } else {
                 let mut r = p.replica.borrow_mut();
                 r.checked_epoch = Some(r.epoch);
@@ -433,7 +438,7 @@ impl Shard {
         let cut = glommio::executor().spawn_blocking(move || replica_files::truncate_dir(&dir, offset)).await;
         match cut {
             Ok(bytes) => log::warn!(
-                "shard {}: {name}: cut at offset {offset} (it ended at {end}): {bytes} bytes broker {leader},                  its leader, does not have",
+                "shard {}: {name}: cut at offset {offset} (it ended at {end}): {bytes} bytes broker {leader}, its leader, does not have",
                 self.id
             ),
             Err(e) => log::error!("shard {}: {name}: cannot cut at offset {offset}: {e}", self.id),

@@ -232,7 +232,7 @@ impl TopicTable {
     /// broker serving it would take writes it must later cut. Its
     /// registration entry (a new incarnation fences it first) moves them.
     pub fn disown(&mut self, me: i32) {
-        for meta in self.topics.values_mut().filter(|m| !m.internal) {
+        for meta in self.topics.values_mut().filter(|m| !m.internal || !m.replicas.is_empty()) {
             for l in meta.leaders.iter_mut().filter(|l| **l == me) {
                 *l = -1;
             }

@@ -61,6 +61,36 @@ pub fn epoch_end(epochs: &[(i32, i64)], asked: i32, log_start: i64, log_end: i64
     }
 }
 
+/// Where a follower whose log has `epochs` and ends at `log_end` cuts it,
+/// given its leader's answer (`leader_epoch`, `end_offset`) to "where does
+/// my last epoch end?"; None when nothing needs cutting. Kafka's rule: when
+/// the leader answers with an epoch this log does not hold, the log is cut
+/// where its own largest epoch below that one ends, and asked again (the
+/// leader's end offset alone would keep records of an epoch the leader
+/// never had, the same size as the leader's and different bytes); when it
+/// holds that epoch, at the smaller of the two ends.
+pub fn divergence_cut(
+    epochs: &[(i32, i64)],
+    log_start: i64,
+    log_end: i64,
+    leader_epoch: i32,
+    end_offset: i64,
+) -> Option<i64> {
+    if leader_epoch < 0 || end_offset < 0 {
+        return None;
+    }
+    let (own_epoch, own_end) = epoch_end(epochs, leader_epoch, log_start, log_end);
+    let cut = if own_epoch < 0 {
+        // Every epoch here is newer than the leader's: none of it is its.
+        end_offset.max(log_start)
+    } else if own_epoch != leader_epoch {
+        own_end
+    } else {
+        own_end.min(end_offset)
+    };
+    (cut < log_end).then_some(cut)
+}
+
 /// Cuts the closed log in `dir` so that it ends before `offset`: segments
 /// from there on are removed, the one holding `offset` is cut at the first
 /// batch that reaches it, and the files that describe what was cut
@@ -75,6 +105,9 @@ pub fn truncate_dir(dir: &Path, offset: i64) -> io::Result<u64> {
         _ => Ok(()),
     };
     let mut cut_base = offset;
+    // Where the log ends after the cut: a batch that straddles `offset`
+    // goes whole, so the epochs starting in it go too.
+    let mut cut_offset = offset;
     for (i, &base) in bases.iter().enumerate() {
         let next_base = bases.get(i + 1).copied();
         let log = segment::segment_path(dir, base, segment::LOG_SUFFIX);
@@ -94,7 +127,8 @@ pub fn truncate_dir(dir: &Path, offset: i64) -> io::Result<u64> {
         cut_base = base;
         let file = File::options().read(true).write(true).open(&log)?;
         let len = file.metadata()?.len();
-        let position = first_batch_reaching(&file, len, offset)?;
+        let (position, first_cut) = first_batch_reaching(&file, len, offset)?;
+        cut_offset = cut_offset.min(first_cut.unwrap_or(offset));
         if position < len {
             removed += len - position;
             file.set_len(position)?;
@@ -111,27 +145,30 @@ pub fn truncate_dir(dir: &Path, offset: i64) -> io::Result<u64> {
     }
     remove(&dir.join(recovery::CHECKPOINT_FILE))?;
     let mut epochs = load_epochs(dir);
-    epochs.retain(|&(_, o)| o < offset);
+    epochs.retain(|&(_, o)| o < cut_offset);
     save_epochs(dir, &epochs)?;
     file::sync_dir(dir)?;
     Ok(removed)
 }
 
 /// Byte position of the first batch whose last offset is at least
-/// `offset`, or of the end of the whole batches (zeros or a torn tail
-/// after them are cut too).
-fn first_batch_reaching(file: &File, len: u64, offset: i64) -> io::Result<u64> {
+/// `offset`, with its base offset, or of the end of the whole batches
+/// (zeros or a torn tail after them are cut too).
+fn first_batch_reaching(file: &File, len: u64, offset: i64) -> io::Result<(u64, Option<i64>)> {
     let mut pos = 0u64;
     let mut header = [0u8; HEADER_BYTES];
     while pos + HEADER_BYTES as u64 <= len {
         file.read_exact_at(&mut header, pos)?;
         let Ok(h) = BatchHeader::parse(&header, crate::limits::BATCH_BYTES_MAX) else { break };
-        if h.last_offset() >= offset || pos + h.total_bytes() as u64 > len {
+        if h.last_offset() >= offset {
+            return Ok((pos, Some(h.base_offset)));
+        }
+        if pos + h.total_bytes() as u64 > len {
             break;
         }
         pos += h.total_bytes() as u64;
     }
-    Ok(pos)
+    Ok((pos, None))
 }
 
 #[cfg(test)]
@@ -147,5 +184,20 @@ mod tests {
         assert_eq!(epoch_end(&epochs, 7, 0, 120), (5, 120), "the last epoch ends at the log end");
         assert_eq!(epoch_end(&[(3, 10)], 2, 0, 50), (-1, -1), "every epoch newer than asked");
         assert_eq!(epoch_end(&[], 4, 7, 50), (0, 50), "no file: all of it epoch 0");
+    }
+
+    #[test]
+    fn a_follower_cuts_where_it_and_its_leader_last_agree() {
+        // The leader holds this log's last epoch: the smaller end wins.
+        assert_eq!(divergence_cut(&[(0, 0), (3, 100)], 0, 200, 3, 140), Some(140));
+        assert_eq!(divergence_cut(&[(0, 0), (3, 100)], 0, 200, 3, 250), None, "the leader has all of it");
+        // The leader answers with an epoch this log skipped: cut where this
+        // log's epoch below it ends, and ask again.
+        let epochs = [(0, 0), (3, 100), (5, 150)];
+        assert_eq!(divergence_cut(&epochs, 0, 200, 4, 160), Some(150), "epoch 5 from 150 is not the leader's");
+        assert_eq!(divergence_cut(&epochs[..2], 0, 150, 3, 140), Some(140), "the second round");
+        // Nothing here at or below the leader's epoch.
+        assert_eq!(divergence_cut(&[(6, 50)], 50, 90, 4, 70), Some(70));
+        assert_eq!(divergence_cut(&[(0, 0)], 0, 90, -1, -1), None, "no answer: nothing to go by");
     }
 }

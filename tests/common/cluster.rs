@@ -2,6 +2,7 @@
 //! the cluster tests ask of them.
 
 use std::{
+    collections::BTreeMap,
     path::Path,
     time::{Duration, Instant},
 };
@@ -11,6 +12,11 @@ use kafka_protocol::messages::{
     TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
+use rdkafka::{
+    consumer::{BaseConsumer, CommitMode, Consumer},
+    message::Message,
+    ClientConfig,
+};
 
 use super::{
     broker::{free_port, Broker},
@@ -216,10 +222,36 @@ pub fn wait_identical(dir: &Path, topic: &str, partitions: i32, min: usize) {
                 break;
             }
             let sizes: Vec<usize> = logs.iter().map(Vec::len).collect();
-            assert!(Instant::now() < deadline, "{topic}-{p}: the replicas never agreed: sizes {sizes:?}");
+            assert!(
+                Instant::now() < deadline,
+                "{topic}-{p}: the replicas never agreed: sizes {sizes:?}; first different batch (base offset, leader epoch, length): {:?}",
+                first_difference(&logs)
+            );
             std::thread::sleep(Duration::from_millis(100));
         }
     }
+}
+
+/// Each replica's batch (base offset, partition leader epoch, bytes) at
+/// the first byte where the replicas' logs differ.
+fn first_difference(logs: &[Vec<u8>]) -> Vec<Option<(i64, i32, usize)>> {
+    let shortest = logs.iter().map(Vec::len).min().unwrap_or(0);
+    let differs = (0..shortest).find(|&i| logs.iter().any(|l| l[i] != logs[0][i])).unwrap_or(shortest);
+    logs.iter()
+        .map(|l| {
+            let mut at = 0;
+            while at + 61 <= l.len() {
+                let len = 12 + i32::from_be_bytes(l[at + 8..at + 12].try_into().unwrap()) as usize;
+                if differs < at + len {
+                    let base = i64::from_be_bytes(l[at..at + 8].try_into().unwrap());
+                    let epoch = i32::from_be_bytes(l[at + 12..at + 16].try_into().unwrap());
+                    return Some((base, epoch, len));
+                }
+                at += len;
+            }
+            None
+        })
+        .collect()
 }
 
 /// Sends `sig` (e.g. -STOP) to the broker's process.
@@ -246,4 +278,27 @@ pub fn create(w: &mut Wire, name: &str, partitions: i32, replicas: i16, configs:
     let resp: CreateTopicsResponse = w.call(ApiKey::CreateTopics, 7, &req);
     let message = resp.topics[0].error_message.as_ref().map(|m| m.to_string()).unwrap_or_default();
     (resp.topics[0].error_code, message)
+}
+
+/// Consumes `topic` in group `group` from `bootstrap` until `want` records
+/// came or 60 s passed; commits what it read. Returns the values by partition.
+pub fn consume_in_group(bootstrap: &str, group: &str, topic: &str, want: usize) -> BTreeMap<i32, Vec<String>> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", group)
+        .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", "earliest")
+        .create()
+        .expect("consumer");
+    consumer.subscribe(&[topic]).expect("subscribe");
+    let mut got: BTreeMap<i32, Vec<String>> = BTreeMap::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while got.values().map(Vec::len).sum::<usize>() < want && Instant::now() < deadline {
+        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(200)) {
+            let value = String::from_utf8(m.payload().unwrap_or_default().to_vec()).unwrap();
+            got.entry(m.partition()).or_default().push(value);
+        }
+    }
+    consumer.commit_consumer_state(CommitMode::Sync).expect("commit");
+    got
 }

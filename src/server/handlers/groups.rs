@@ -51,10 +51,11 @@ fn no_coordinator(shard: &Shard, group: &str) -> ErrorCode {
     }
 }
 
-/// Sends a group call to its coordinator; `None` when none is reachable.
-async fn call<C: CrossShard>(shard: &Rc<Shard>, group: &str, call: C) -> Option<C::Reply> {
+/// Sends a group call to its coordinator; `None` when none is reachable,
+/// or the shard it went to no longer coordinates the group.
+async fn call<R, C: CrossShard<Reply = Option<R>>>(shard: &Rc<Shard>, group: &str, call: C) -> Option<R> {
     let owner = coordinator_of(shard, group)?;
-    shard.ask(owner, call).await.ok()
+    shard.ask(owner, call).await.ok().flatten()
 }
 
 /// The coordinator is this broker, or in a quorum the broker leading the

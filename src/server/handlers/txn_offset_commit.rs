@@ -50,12 +50,14 @@ pub async fn handle(shard: &Rc<Shard>, request: TxnOffsetCommitRequest, version:
     };
     let copy = request.clone();
     match shard.ask(owner, CommitTxnOffsets { request }).await {
-        Ok(mut resp) => {
+        Ok(Some(mut resp)) => {
             for p in resp.topics.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
                 p.error_code = txn_route::fenced_as(p.error_code, version, 3);
             }
             resp
         }
+        // Its offsets partition moved away as the call went there.
+        Ok(None) => refused(errors::NOT_COORDINATOR, &copy),
         Err(_) => refused(errors::COORDINATOR_NOT_AVAILABLE, &copy),
     }
 }
