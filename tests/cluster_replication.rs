@@ -162,7 +162,19 @@ fn a_deposed_leaders_records_that_were_never_replicated_are_cut() {
     // Created means in broker 1's table; the leader's may be a moment later.
     wait_until(broker(&brokers, leader), "cut", "the leader has it", |p| p.0 == leader);
     let mut lw = Wire::connect(&broker(&brokers, leader).bootstrap());
-    for i in 0..5 {
+    // Its table has the partition a moment before it is open there; until
+    // then a produce is told UNKNOWN_TOPIC_OR_PARTITION, which clients retry.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match produce(&mut lw, "cut", 0, one_record("kept-0"), -1).0 {
+            UNKNOWN_TOPIC_OR_PARTITION => {
+                assert!(Instant::now() < deadline, "cut-0 never opened on its leader {leader}")
+            }
+            code => break assert_eq!(code, 0),
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for i in 1..5 {
         assert_eq!(produce(&mut lw, "cut", 0, one_record(&format!("kept-{i}")), -1).0, 0);
     }
 

@@ -62,10 +62,14 @@ fn members(brokers: &[(i32, Broker)], except: Option<i32>) -> Vec<(i32, &Broker)
     brokers.iter().filter(|(id, _)| Some(*id) != except).map(|(id, b)| (*id, b)).collect()
 }
 
+/// One copy of each `__consumer_offsets` partition: these tests are about
+/// the quorum's sessions, and a follower refused by a dead leader would
+/// have the quorum fence it before its session ends (`report_unreachable`).
 fn quorum_config(id: i32, quorum: &str, session_ms: u64) -> String {
     format!(
         "node_id = {id}\ncontroller_quorum = \"{quorum}\"\n\
-         broker_heartbeat_interval_ms = 200\nbroker_session_timeout_ms = {session_ms}\n"
+         broker_heartbeat_interval_ms = 200\nbroker_session_timeout_ms = {session_ms}\n\
+         offsets_topic_replication_factor = 1\n"
     )
 }
 

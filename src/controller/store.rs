@@ -449,7 +449,10 @@ impl ClusterState {
                 }
             }
             Command::JoinIsr(c) => {
-                if let Some(t) = self.topics.get_mut(&c.topic) {
+                // A fenced broker (dead, or restarted and not registered
+                // again yet) joins nothing: acks=all would wait for it.
+                let fenced = self.brokers.get(&c.broker).is_none_or(|b| b.fenced);
+                if let Some(t) = self.topics.get_mut(&c.topic).filter(|_| !fenced) {
                     t.change_isr(&c, true);
                 }
             }
@@ -529,6 +532,34 @@ mod tests {
             let sm = StateMachine::open(dir.path(), Arc::new(published)).map_err(|e| StorageIOError::write(&e))?;
             Ok((dir, log, sm))
         }
+    }
+
+    #[test]
+    fn a_fenced_broker_joins_no_in_sync_set() {
+        let mut state = ClusterState::default();
+        for (id, fenced) in [(1, false), (2, false), (3, true)] {
+            let info = crate::controller::BrokerInfo { node_id: id, listeners: Vec::new(), incarnation: 1 };
+            state.brokers.insert(id, crate::controller::BrokerEntry { info, fenced });
+        }
+        state.topics.insert(
+            "t".into(),
+            crate::controller::ClusterTopic {
+                name: "t".into(),
+                id: crate::shard::topics::new_topic_id(),
+                leaders: vec![1],
+                configs: Default::default(),
+                replicas: vec![vec![1, 2, 3]],
+                isr: vec![vec![1]],
+                epochs: vec![0],
+            },
+        );
+        let join = |broker| {
+            Command::JoinIsr(crate::controller::IsrChange { topic: "t".into(), partition: 0, broker, epoch: 0 })
+        };
+        state.apply(join(3));
+        assert_eq!(state.topics["t"].isr[0], vec![1], "broker 3 is fenced");
+        state.apply(join(2));
+        assert_eq!(state.topics["t"].isr[0], vec![1, 2]);
     }
 
     /// openraft's own conformance suite for log stores and state machines.

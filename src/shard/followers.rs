@@ -49,16 +49,18 @@ impl Shard {
             let partition = self.partition(topic, partition);
             glommio::spawn_local(async move {
                 match link.ask(request).await {
-                    BrokerAnswer::Ok => log::info!("shard {shard}: broker {replica} is in sync for {name} again"),
-                    other => {
-                        // Asked again at one of its next fetches (no quorum
-                        // leader for a moment, say).
-                        log::warn!("shard {shard}: broker {replica} could not rejoin {name}'s ISR: {other:?}");
-                        glommio::timer::sleep(Duration::from_millis(200)).await;
-                        if let Some(p) = partition {
-                            p.replica.borrow_mut().joining.remove(&replica);
-                        }
-                    }
+                    BrokerAnswer::Ok => log::info!("shard {shard}: broker {replica} asked into {name}'s ISR"),
+                    other => log::warn!("shard {shard}: broker {replica} could not rejoin {name}'s ISR: {other:?}"),
+                }
+                // Asked again at one of its next fetches if it is still out
+                // once this broker's view has caught up: the quorum had no
+                // leader, or the follower was fenced (restarted and not
+                // registered again yet) and the entry changed nothing. The
+                // views between may be skipped, so the ISR the entry made
+                // is not a view to wait for.
+                glommio::timer::sleep(Duration::from_millis(200)).await;
+                if let Some(p) = partition {
+                    p.replica.borrow_mut().joining.remove(&replica);
                 }
             })
             .detach();
