@@ -50,6 +50,10 @@ pub struct ServeConfig {
     /// Partitions of `__transaction_state`, fixed when it is created at
     /// first start (Kafka's `transaction.state.log.num.partitions`).
     pub transaction_state_log_num_partitions: i32,
+    /// In a quorum, replicas of each `__transaction_state` partition
+    /// (Kafka's `transaction.state.log.replication.factor`), as for
+    /// `offsets_topic_replication_factor`.
+    pub transaction_state_log_replication_factor: i16,
     /// Kafka's `transaction.max.timeout.ms`.
     pub transaction_max_timeout_ms: i32,
     /// Kafka's `transaction.abort.timed.out.transaction.cleanup.interval.ms`.
@@ -126,6 +130,7 @@ impl Default for ServeConfig {
             offsets_topic_num_partitions: 50,
             offsets_topic_replication_factor: 3,
             transaction_state_log_num_partitions: 50,
+            transaction_state_log_replication_factor: 3,
             transaction_max_timeout_ms: 900_000,
             transaction_abort_timed_out_transaction_cleanup_interval_ms: 10_000,
             group_initial_rebalance_delay_ms: 3000,

@@ -128,24 +128,13 @@ fn start_controller(
     Ok(Some(handle))
 }
 
-/// In a quorum: marks the table as this node's and has the voters lead
-/// the internal topics' partitions in turn (`cluster_topics`), so every
-/// broker sends a group or transactional id to the same coordinator.
-fn lead_internal_topics(config: &ServeConfig, table: &mut TopicTable) -> Result<(), String> {
-    let Some(quorum) = &config.controller_quorum else {
+/// In a quorum: marks the table as this node's, which leads nothing it
+/// kept from its last run until its registration is applied.
+fn join_quorum_table(config: &ServeConfig, table: &mut TopicTable) -> Result<(), String> {
+    if config.controller_quorum.is_none() {
         return Ok(());
-    };
-    let voters: Vec<i32> = crate::controller::parse_quorum(quorum)
-        .map_err(|e| format!("--controller-quorum: {e}"))?
-        .keys()
-        .map(|&id| id as i32)
-        .collect();
-    table.node_id = Some(config.node_id);
-    for name in [crate::groups::OFFSETS_TOPIC, TXN_TOPIC] {
-        if let Some(meta) = table.topics.get_mut(name) {
-            meta.leaders = crate::shard::cluster_topics::internal_leaders(&voters, meta.partitions());
-        }
     }
+    table.node_id = Some(config.node_id);
     // What this broker led when it stopped may have moved since.
     table.disown(config.node_id);
     table
@@ -153,26 +142,44 @@ fn lead_internal_topics(config: &ServeConfig, table: &mut TopicTable) -> Result<
         .map_err(|e| format!("cannot persist topic metadata in {}: {e}", config.data_dir.display()))
 }
 
-/// In a quorum, `__consumer_offsets` is the quorum's: replicated like any
-/// topic, so groups and their committed offsets survive the loss of their
-/// coordinator's broker (`shard::group_leadership`). Its replication factor
-/// is at most the number of voters.
-fn offsets_topic_spec(config: &ServeConfig) -> Result<Option<crate::controller::TopicSpec>, String> {
-    let Some(quorum) = &config.controller_quorum else { return Ok(None) };
+/// In a quorum, `__consumer_offsets` and `__transaction_state` are the
+/// quorum's: replicated like any topic, so groups, committed offsets and
+/// transactions survive the loss of their coordinator's broker
+/// (`shard::coordinator_leadership`). A replication factor is at most the
+/// number of voters.
+fn internal_topic_specs(config: &ServeConfig) -> Result<Vec<crate::controller::TopicSpec>, String> {
+    let Some(quorum) = &config.controller_quorum else { return Ok(Vec::new()) };
     let voters = crate::controller::parse_quorum(quorum).map_err(|e| format!("--controller-quorum: {e}"))?.len();
-    let factor = config.offsets_topic_replication_factor;
-    if factor < 1 {
-        return Err(format!("offsets_topic_replication_factor must be at least 1, got {factor}"));
+    let topics = [
+        (
+            crate::groups::OFFSETS_TOPIC,
+            config.offsets_topic_num_partitions,
+            config.offsets_topic_replication_factor,
+            "offsets_topic_replication_factor",
+        ),
+        (
+            TXN_TOPIC,
+            config.transaction_state_log_num_partitions,
+            config.transaction_state_log_replication_factor,
+            "transaction_state_log_replication_factor",
+        ),
+    ];
+    let mut specs = Vec::new();
+    for (name, partitions, factor, setting) in topics {
+        if factor < 1 {
+            return Err(format!("{setting} must be at least 1, got {factor}"));
+        }
+        specs.push(crate::controller::TopicSpec {
+            name: name.to_string(),
+            partitions,
+            configs: std::collections::BTreeMap::from([
+                ("cleanup.policy".to_string(), "compact".to_string()),
+                ("segment.bytes".to_string(), config.offsets_topic_segment_bytes.to_string()),
+            ]),
+            replication_factor: factor.min(voters as i16),
+        });
     }
-    Ok(Some(crate::controller::TopicSpec {
-        name: crate::groups::OFFSETS_TOPIC.to_string(),
-        partitions: config.offsets_topic_num_partitions,
-        configs: std::collections::BTreeMap::from([
-            ("cleanup.policy".to_string(), "compact".to_string()),
-            ("segment.bytes".to_string(), config.offsets_topic_segment_bytes.to_string()),
-        ]),
-        replication_factor: factor.min(voters as i16),
-    }))
+    Ok(specs)
 }
 
 /// Runs the broker until SIGINT or SIGTERM. Returns once every shard has
@@ -194,10 +201,10 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
     let acls = Arc::new(crate::security::acl_store::load(&config.data_dir)?);
     let groups = config.group_settings();
     let txn = config.txn_settings();
-    let offsets_topic = offsets_topic_spec(&config)?;
+    let internal_topics = internal_topic_specs(&config)?;
     for (name, partitions) in [(crate::groups::OFFSETS_TOPIC, groups.offsets_partitions), (TXN_TOPIC, txn.partitions)] {
-        if name == crate::groups::OFFSETS_TOPIC && offsets_topic.is_some() {
-            continue; // the quorum's, replicated
+        if !internal_topics.is_empty() {
+            break; // the quorum's, replicated
         }
         let segment_bytes = config.offsets_topic_segment_bytes;
         crate::shard::topics::ensure_internal_topic(
@@ -209,7 +216,7 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
             cpus.len(),
         )?;
     }
-    lead_internal_topics(&config, &mut table)?;
+    join_quorum_table(&config, &mut table)?;
     let (nofile, memory) = resource_limits(&config, &table, cpus.len())?;
     let maintenance_every = Duration::from_millis(config.log_maintenance_interval_ms.max(10));
     let disk_reads_per_shard = disk_reads_per_shard(&config, cpus.len())?;
@@ -256,7 +263,7 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
         credentials_at_start: Arc::new(crate::security::credentials::Credentials::load(&config.data_dir)?),
         cluster: controller.as_ref().map(|c| c.link.clone()),
         replica_lag_max: Duration::from_millis(config.replica_lag_time_max_ms.max(100)),
-        offsets_topic,
+        internal_topics,
     });
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, stop.clone()).map_err(|e| format!("cannot handle signal {signal}: {e}"))?;

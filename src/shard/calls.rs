@@ -155,7 +155,7 @@ cross_shard_calls! {
     // To a group's coordinator shard.
     // A call for one group is None when this shard does not coordinate it
     // (its offsets partition is led elsewhere now); calls wait while the
-    // shard loads groups whose leadership came here (`group_leadership`).
+    // shard loads groups whose leadership came here (`coordinator_leadership`).
     JoinGroup -> Option<JoinGroupResponse> = |shard, call| {
         let group = call.request.group_id.to_string();
         async move { shard.for_group(&group, shard.groups.join(call)).await }
@@ -201,11 +201,27 @@ cross_shard_calls! {
         async move { shard.for_group(&group, shard.groups.commit_txn(call)).await }
     };
     // To a transactional id's coordinator shard.
-    InitTxnProducer -> TxnProducer = |shard, call| shard.txn.init_producer(call);
-    AddTxnPartitions -> Vec<(String, i32, ErrorCode)> = |shard, call| shard.txn.add_partitions(call);
-    EndTxn -> ErrorCode = |shard, call| shard.txn.end(call);
-    DescribeTxns -> Vec<TxnDescription> = |shard, call| std::future::ready(shard.txn.describe(call));
-    ListTxns -> Vec<ListedTxn> = |shard, call| std::future::ready(shard.txn.list(call));
+    // As for groups: None when this shard does not coordinate the id.
+    InitTxnProducer -> Option<TxnProducer> = |shard, call| {
+        let id = call.transactional_id.clone();
+        async move { shard.for_txn(&id, shard.txn.init_producer(call)).await }
+    };
+    AddTxnPartitions -> Option<Vec<(String, i32, ErrorCode)>> = |shard, call| {
+        let id = call.transactional_id.clone();
+        async move { shard.for_txn(&id, shard.txn.add_partitions(call)).await }
+    };
+    EndTxn -> Option<ErrorCode> = |shard, call| {
+        let id = call.transactional_id.clone();
+        async move { shard.for_txn(&id, shard.txn.end(call)).await }
+    };
+    DescribeTxns -> Vec<TxnDescription> = |shard, call| async move {
+        shard.txns_ready().await;
+        shard.txn.describe(call)
+    };
+    ListTxns -> Vec<ListedTxn> = |shard, call| async move {
+        shard.txns_ready().await;
+        shard.txn.list(call)
+    };
     WriteTxnMarkers -> Vec<MarkerWritten> = |shard, call| shard.write_txn_markers(call);
     AllocateProducerId -> Result<i64, ProducerIdError> = |shard, AllocateProducerId| shard.allocate_producer_id();
     // To the controller, then from it to every shard.

@@ -9,12 +9,10 @@
 //! says which partitions another broker leads (`TopicTable::led_elsewhere`),
 //! so produce and fetch learn NOT_LEADER_OR_FOLLOWER without a lock.
 //!
-//! `__consumer_offsets` is the quorum's, replicated like any topic and
-//! created once enough brokers are live (`ask_for_offsets_topic`): groups
-//! move with its partitions' leaders (`group_leadership`).
-//! `__transaction_state` stays each broker's own: its partitions' leaders
-//! follow the quorum's voter list (`internal_leaders`), so every broker
-//! finds the same coordinator for a transactional id.
+//! `__consumer_offsets` and `__transaction_state` are the quorum's,
+//! replicated like any topic and created once enough brokers are live
+//! (`ask_for_internal_topics`): the group and transaction coordinators
+//! move with their partitions' leaders (`coordinator_leadership`).
 
 use std::{collections::BTreeMap, rc::Rc, time::Duration};
 
@@ -35,12 +33,6 @@ use crate::{
 /// table, and for a leader to be elected, before it answers.
 const SETTLE_LIMIT: Duration = Duration::from_secs(8);
 
-/// Leaders of an internal topic's partitions in a quorum: the voters in
-/// turn, a function of the voter list alone, which every broker has.
-pub fn internal_leaders(voters: &[i32], partitions: i32) -> Vec<i32> {
-    (0..partitions.max(0) as usize).map(|p| voters[p % voters.len()]).collect()
-}
-
 impl Shard {
     /// Controller shard, in a quorum: brings the topic table up to every
     /// view of the log the quorum publishes, until the quorum stops.
@@ -55,8 +47,8 @@ impl Shard {
                 let live = v.brokers.values().filter(|b| !b.fenced).count();
                 (v.applied, v.topics.clone(), v.acls.clone(), v.credentials.clone(), registered, live)
             };
-            if registered && !topics.contains_key(crate::groups::OFFSETS_TOPIC) {
-                self.ask_for_offsets_topic(&link, live, &asking);
+            if registered {
+                self.ask_for_internal_topics(&link, &topics, live, &asking);
             }
             self.apply_cluster_topics(applied, topics, registered).await;
             self.apply_cluster_security(applied, acls, credentials).await;
@@ -67,31 +59,52 @@ impl Shard {
         }
     }
 
-    /// Has the quorum create `__consumer_offsets`, replicated, once as many
-    /// brokers are live as its replication factor (Kafka creates it at the
-    /// first FindCoordinator; here groups need not wait for it). Until it
-    /// exists, FindCoordinator answers COORDINATOR_NOT_AVAILABLE. Every
-    /// broker may ask; the log keeps the first.
-    fn ask_for_offsets_topic(self: &Rc<Self>, link: &ClusterLink, live: usize, asking: &Rc<std::cell::Cell<bool>>) {
-        let Some(spec) = self.settings.offsets_topic.clone() else { return };
-        if live < spec.replication_factor as usize || asking.replace(true) {
+    /// Has the quorum create `__consumer_offsets` and `__transaction_state`,
+    /// replicated, once as many brokers are live as their replication
+    /// factor (Kafka creates each at its first FindCoordinator; here the
+    /// coordinators need not wait for it). Until one exists,
+    /// FindCoordinator for its keys answers COORDINATOR_NOT_AVAILABLE.
+    /// Every broker may ask; the log keeps the first.
+    fn ask_for_internal_topics(
+        self: &Rc<Self>,
+        link: &ClusterLink,
+        topics: &BTreeMap<String, ClusterTopic>,
+        live: usize,
+        asking: &Rc<std::cell::Cell<bool>>,
+    ) {
+        let specs: Vec<TopicSpec> = self
+            .settings
+            .internal_topics
+            .iter()
+            .filter(|s| !topics.contains_key(&s.name) && live >= s.replication_factor as usize)
+            .cloned()
+            .collect();
+        if specs.is_empty() || asking.replace(true) {
             return;
         }
         let (shard, link, asking) = (self.clone(), link.clone(), asking.clone());
         glommio::spawn_local(async move {
-            let name = spec.name.clone();
-            // Until the log has it: a quorum between leaders is asked again.
-            while !link.view.borrow().topics.contains_key(&name) {
-                match shard.ask_topics(&link, BrokerRequest::CreateTopics(vec![spec.clone()])).await {
-                    Ok(results) => match results.first() {
-                        Some(r) if r.error == errors::NONE => {
-                            log::info!("shard {}: created {name} in the quorum", shard.id)
+            let missing = |link: &ClusterLink| {
+                let view = link.view.borrow();
+                specs.iter().filter(|s| !view.topics.contains_key(&s.name)).cloned().collect::<Vec<_>>()
+            };
+            // Until the log has them: a quorum between leaders is asked again.
+            loop {
+                let asked = missing(&link);
+                if asked.is_empty() {
+                    break;
+                }
+                match shard.ask_topics(&link, BrokerRequest::CreateTopics(asked)).await {
+                    Ok(results) => {
+                        for r in results {
+                            match r.error {
+                                errors::NONE => log::info!("shard {}: created {} in the quorum", shard.id, r.name),
+                                errors::TOPIC_ALREADY_EXISTS => {}
+                                _ => log::warn!("shard {}: cannot create {} yet: {:?}", shard.id, r.name, r.message),
+                            }
                         }
-                        Some(r) if r.error == errors::TOPIC_ALREADY_EXISTS => {}
-                        Some(r) => log::warn!("shard {}: cannot create {name} yet: {:?}", shard.id, r.message),
-                        None => {}
-                    },
-                    Err(e) => log::warn!("shard {}: cannot create {name} yet: {e}", shard.id),
+                    }
+                    Err(e) => log::warn!("shard {}: cannot create the internal topics yet: {e}", shard.id),
                 }
                 glommio::timer::sleep(Duration::from_millis(500)).await;
             }
@@ -146,7 +159,7 @@ impl Shard {
                     id: topic.id,
                     shards: router::assign(&name, partitions, self.count),
                     configs: topic.configs,
-                    internal: name == crate::groups::OFFSETS_TOPIC,
+                    internal: self.settings.internal_topics.iter().any(|t| t.name == name),
                     leaders: topic.leaders,
                     replicas,
                 };

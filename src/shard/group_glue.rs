@@ -2,7 +2,7 @@
 //! ([`GroupHost`]: its `__consumer_offsets` partitions, glommio timers and
 //! tasks, the system clocks and the topic table), the creation of
 //! `__consumer_offsets` at first start, reading its records back for the
-//! replay (`group_leadership`), and the offset-expiry timer.
+//! replay (`coordinator_leadership`), and the offset-expiry timer.
 
 use std::{
     future::Future,
@@ -174,8 +174,8 @@ pub(super) fn member_id_seed() -> u128 {
 }
 
 /// Waits until the `__consumer_offsets` partitions this shard serves are
-/// replayed into its group coordinator (`group_leadership`: the first
-/// table applied at start marks them and loads them).
+/// replayed into its group coordinator (`coordinator_leadership`: the
+/// first table applied at start marks them and loads them).
 pub async fn load_groups(shard: &Rc<Shard>) {
     shard.groups_ready().await;
 }

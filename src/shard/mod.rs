@@ -19,9 +19,9 @@ pub mod topics;
 
 mod cluster_security;
 pub mod cluster_topics;
+mod coordinator_leadership;
 mod followers;
 pub mod group_glue;
-mod group_leadership;
 pub mod journal_glue;
 mod liveness;
 pub mod maintenance;
@@ -106,9 +106,9 @@ pub struct BrokerSettings {
     pub cluster: Option<crate::controller::ClusterLink>,
     /// `replica_lag_time_max_ms` (`shard::followers`).
     pub replica_lag_max: std::time::Duration,
-    /// In a quorum: `__consumer_offsets` as the quorum creates it,
-    /// replicated (`cluster_topics::ask_for_offsets_topic`).
-    pub offsets_topic: Option<crate::controller::TopicSpec>,
+    /// In a quorum: `__consumer_offsets` and `__transaction_state` as the
+    /// quorum creates them, replicated (`cluster_topics::ask_for_internal_topics`).
+    pub internal_topics: Vec<crate::controller::TopicSpec>,
 }
 
 /// A shard's partitions by topic name, then index. Looked up by `&str`, so
@@ -203,14 +203,10 @@ pub struct Shard {
     /// Serialises applying a topic table with cutting a follower's log
     /// (both close and open partitions).
     reopen_permit: glommio::sync::Semaphore,
-    /// The `__consumer_offsets` partitions whose groups this shard's
-    /// coordinator serves (`group_leadership`), those still loading with
-    /// their load's ticket, the last ticket given, and the calls waiting
-    /// for the loads.
-    groups_served: RefCell<std::collections::BTreeSet<i32>>,
-    groups_loading: RefCell<std::collections::BTreeMap<i32, group_leadership::LoadTicket>>,
-    group_loads: Cell<group_leadership::LoadTicket>,
-    groups_loaded: AppendNotify,
+    /// The `__consumer_offsets` and `__transaction_state` partitions this
+    /// shard's coordinators serve (`coordinator_leadership`).
+    group_partitions: coordinator_leadership::Served,
+    txn_partitions: coordinator_leadership::Served,
 }
 
 impl Shard {
@@ -250,10 +246,8 @@ impl Shard {
             replay: RefCell::new(None),
             fetchers: RefCell::new(Default::default()),
             reopen_permit: glommio::sync::Semaphore::new(1),
-            groups_served: RefCell::default(),
-            groups_loading: RefCell::default(),
-            group_loads: Cell::new(0),
-            groups_loaded: Default::default(),
+            group_partitions: Default::default(),
+            txn_partitions: Default::default(),
         })
     }
 

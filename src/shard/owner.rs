@@ -481,7 +481,7 @@ impl Shard {
         // Before any await: a partition this broker now leads takes no
         // append under its old epoch.
         self.refresh_open_replicas();
-        let groups_gained = self.take_group_leadership();
+        let coordinators_gained = self.take_coordinator_leadership();
         let open: Vec<(String, i32)> = self.partitions.borrow().keys();
         for (topic, partition) in open {
             let reconfigured = matches!(
@@ -520,7 +520,7 @@ impl Shard {
         .await;
         self.fit_cache();
         self.follow_leaders();
-        glommio::spawn_local(self.clone().load_group_partitions(groups_gained)).detach();
+        glommio::spawn_local(self.clone().load_coordinators(coordinators_gained)).detach();
         failed.into_inner()
     }
 

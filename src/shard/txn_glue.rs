@@ -2,28 +2,25 @@
 //! seam ([`TxnHost`]: its `__transaction_state` partitions, markers sent
 //! to each partition's owner as `WriteTxnMarkers` calls, producer ids from
 //! the controller, glommio tasks, the system clock), the creation of
-//! `__transaction_state` at first start, the replay of this shard's
-//! partitions of it, and the timeout timer.
+//! `__transaction_state` at first start (alone), and the timeout timer.
 
 use std::{
     collections::BTreeMap,
     rc::{Rc, Weak},
     sync::Arc,
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use crate::{
     groups::StoreError,
     protocol::{
         errors::{self, ErrorCode},
-        record_batch::{BatchHeader, TxnMarker},
+        record_batch::TxnMarker,
     },
     shard::{
-        group_glue::{append_internal, replay_chunk, spawn_after_yield, system_now_ms, Internal},
+        group_glue::{append_internal, spawn_after_yield, system_now_ms, Internal},
         messages::{AllocateProducerId, WriteTxnMarkers},
-        router,
-        topics::TopicMeta,
-        BrokerSettings, Partition, Shard,
+        router, BrokerSettings, Shard,
     },
     txn::{
         seam::{LocalFuture, LocalTask},
@@ -143,41 +140,11 @@ async fn write_markers(
     out
 }
 
-/// The `__transaction_state` partitions this shard owns, in order.
-fn txn_partitions(shard: &Shard) -> Vec<Rc<Partition>> {
-    let table = shard.topics();
-    let count = table.topics.get(TXN_TOPIC).map_or(0, TopicMeta::partitions);
-    (0..count).filter_map(|p| shard.partition(TXN_TOPIC, p)).collect()
-}
-
-/// Replays the `__transaction_state` partitions this shard owns into its
-/// transaction coordinator, then finishes every prepared transaction.
+/// Waits until the `__transaction_state` partitions this shard serves
+/// are replayed into its transaction coordinator, and their prepared
+/// transactions are being finished (`coordinator_leadership`).
 pub async fn load_txns(shard: &Rc<Shard>) {
-    let started = Instant::now();
-    let mut records = 0u64;
-    for p in txn_partitions(shard) {
-        let mut offset = p.log.log_start();
-        while offset < p.log.log_end() {
-            let mut each = |_: &BatchHeader, key: &[u8], value: Option<&[u8]>| {
-                records += 1;
-                shard.txn.replay(key, value)
-            };
-            let Some(next) = replay_chunk(shard, &p, offset, &mut each).await else { break };
-            if next == offset {
-                break; // nothing readable: leave the rest alone
-            }
-            offset = next;
-        }
-    }
-    let prepared = shard.txn.complete_prepared();
-    if records > 0 {
-        log::info!(
-            "shard {}: loaded {} transactional ids from {records} records in {} ms; completing {prepared} prepared",
-            shard.id,
-            shard.txn.len(),
-            started.elapsed().as_millis()
-        );
-    }
+    shard.txns_ready().await;
 }
 
 /// Every `abort_check_interval_ms`, aborts expired transactions and

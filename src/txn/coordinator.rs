@@ -436,18 +436,34 @@ impl TxnCoordinator {
         Ok(())
     }
 
-    /// After replay: finishes every transaction whose outcome was logged
-    /// but whose markers may not all have been written (each in its own
-    /// task). Returns how many.
-    pub fn complete_prepared(self: &Rc<Self>) -> usize {
-        let ids: Vec<String> =
-            self.txns.borrow().iter().filter(|(_, m)| m.state.is_prepared()).map(|(id, _)| id.clone()).collect();
+    /// After replaying `__transaction_state` partition `partition`:
+    /// finishes each of its transactions whose outcome was logged but
+    /// whose markers may not all have been written (each in its own task).
+    /// Returns how many.
+    pub fn complete_prepared(self: &Rc<Self>, partition: i32) -> usize {
+        let count = self.host.settings().partitions;
+        let ids: Vec<String> = self
+            .txns
+            .borrow()
+            .iter()
+            .filter(|(id, m)| m.state.is_prepared() && partition_for(id, count) == partition)
+            .map(|(id, _)| id.clone())
+            .collect();
         for id in &ids {
             let me = self.clone();
             let id = id.clone();
             self.host.spawn(Box::pin(async move { me.complete(&id).await }));
         }
         ids.len()
+    }
+
+    /// Forgets the transactional ids of `__transaction_state` partition
+    /// `partition`, whose leadership moved to another broker; a completion
+    /// under way finishes its markers, and the new coordinator, replaying
+    /// the prepare record, writes them again if it must.
+    pub fn unload(&self, partition: i32) {
+        let count = self.host.settings().partitions;
+        self.txns.borrow_mut().retain(|id, _| partition_for(id, count) != partition);
     }
 
     pub fn describe(&self, call: DescribeTxns) -> Vec<TxnDescription> {

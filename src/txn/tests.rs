@@ -399,7 +399,7 @@ fn replay_completes_a_prepared_commit() {
         }
     }
     assert_eq!(second.state().state, TxnState::PrepareCommit);
-    assert_eq!(second.c.complete_prepared(), 1);
+    assert_eq!(second.c.complete_prepared(crate::txn::partition_for(ID, 50)), 1);
     assert!(second.take_events().is_empty(), "nothing runs inside the call (the seam's contract)");
     second.run_tasks();
     let events = second.take_events();

@@ -101,13 +101,15 @@ pub fn agreed_leaders(brokers: &[(i32, Broker)], topic: &str) -> Result<Vec<i32>
 }
 
 /// Waits until every broker lists brokers 1, 2 and 3, and has the
-/// quorum's `__consumer_offsets` with every partition led and its three
-/// replicas in sync (its partitions are opened before that, so a test's
+/// quorum's internal topics with every partition led and its three
+/// replicas in sync (their partitions are opened before that, so a test's
 /// own topic does not queue behind them).
 pub fn wait_for_three(brokers: &[(i32, Broker)]) {
     wait_for_brokers(brokers, &[1, 2, 3]);
     for (_, b) in brokers {
-        wait_until(b, "__consumer_offsets", "the offsets topic led and in sync", |p| p.0 > 0 && p.2.len() == 3);
+        for topic in ["__consumer_offsets", "__transaction_state"] {
+            wait_until(b, topic, "the internal topics led and in sync", |p| p.0 > 0 && p.2.len() == 3);
+        }
     }
 }
 

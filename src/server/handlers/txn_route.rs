@@ -30,10 +30,15 @@ pub fn no_coordinator(shard: &Shard, transactional_id: &str) -> ErrorCode {
 }
 
 /// Sends a transaction call to its coordinator; `None` when none is
-/// reachable (the caller answers COORDINATOR_NOT_AVAILABLE, retriable).
-pub async fn call<C: CrossShard>(shard: &Rc<Shard>, transactional_id: &str, call: C) -> Option<C::Reply> {
+/// reachable, or the shard it went to no longer coordinates the id (the
+/// caller answers with `no_coordinator`).
+pub async fn call<R, C: CrossShard<Reply = Option<R>>>(
+    shard: &Rc<Shard>,
+    transactional_id: &str,
+    call: C,
+) -> Option<R> {
     let owner = coordinator_of(shard, transactional_id)?;
-    shard.ask(owner, call).await.ok()
+    shard.ask(owner, call).await.ok().flatten()
 }
 
 /// PRODUCER_FENCED exists for clients from the version given (KIP-588:
