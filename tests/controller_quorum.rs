@@ -69,7 +69,7 @@ fn quorum_config(id: i32, quorum: &str, session_ms: u64) -> String {
     format!(
         "node_id = {id}\ncontroller_quorum = \"{quorum}\"\n\
          broker_heartbeat_interval_ms = 200\nbroker_session_timeout_ms = {session_ms}\n\
-         offsets_topic_replication_factor = 1\n"
+         offsets_topic_replication_factor = 1\ntransaction_state_log_replication_factor = 1\n"
     )
 }
 

@@ -75,6 +75,11 @@ impl Served {
         self.loaded.notify_all();
     }
 
+    /// Whether partition `p` is served here now (loaded or loading).
+    fn serving(&self, p: i32) -> bool {
+        self.partitions.borrow().contains(&p)
+    }
+
     /// Waits until no partition is loading.
     pub(super) async fn ready(&self) {
         while !self.loading.borrow().is_empty() {
@@ -142,6 +147,10 @@ impl Shard {
                 }
             };
             self.replay_partition(OFFSETS_TOPIC, number, &current, &mut each).await;
+            if !self.group_partitions.serving(number) {
+                // Left while loading: what the last read replayed goes too.
+                self.groups.unload(number);
+            }
             self.group_partitions.finish(number, ticket);
         }
         self.groups.arm_restored_sessions();
@@ -150,6 +159,9 @@ impl Shard {
             let current = || self.txn_partitions.current(number, ticket);
             let mut each = |_: &BatchHeader, key: &[u8], value: Option<&[u8]>| self.txn.replay(key, value);
             self.replay_partition(TXN_TOPIC, number, &current, &mut each).await;
+            if !self.txn_partitions.serving(number) {
+                self.txn.unload(number);
+            }
             if current() {
                 let prepared = self.txn.complete_prepared(number);
                 if prepared > 0 {
