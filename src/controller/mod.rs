@@ -85,8 +85,13 @@ pub enum Command {
     AlterCredentials(Vec<CredentialChange>),
     /// A partition's leader saw `broker` catch up to its high watermark:
     /// it joins the in-sync replicas, if the leader's `epoch` is still the
-    /// partition's (a deposed leader's word counts for nothing).
+    /// partition's (a deposed leader's word counts for nothing). Written
+    /// by earlier versions; `JoinIsrs` now.
     JoinIsr(IsrChange),
+    /// `JoinIsr` for every follower one leader's shard saw catch up at
+    /// once (a restarted follower catches up on all its partitions in one
+    /// fetch: one entry, not one per partition).
+    JoinIsrs(Vec<IsrChange>),
     /// Leaders an operator asked for (`elect`).
     ElectLeaders(Vec<Election>),
     /// A partition's leader saw `broker` stay behind its log end past
@@ -383,7 +388,7 @@ impl Controller {
                 }
                 None => return BrokerAnswer::Ok,
             },
-            BrokerRequest::JoinIsr(change) => Command::JoinIsr(change),
+            BrokerRequest::JoinIsr(changes) => Command::JoinIsrs(changes),
             BrokerRequest::LeaveIsr(change) => Command::LeaveIsr(change),
             BrokerRequest::CreateTopics(specs) => return self.create_topics(specs).await,
             BrokerRequest::DeleteTopics(names) => return self.delete_topics(names).await,

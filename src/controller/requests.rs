@@ -24,8 +24,8 @@ pub(crate) enum BrokerRequest {
     AlterTopics(Vec<TopicAlteration>),
     ChangeAcls(ChangeAcls),
     AlterCredentials(Vec<CredentialChange>),
-    /// A partition's leader (at `epoch`) saw `broker` catch up.
-    JoinIsr(IsrChange),
+    /// Partitions' leader (at each `epoch`) saw each `broker` catch up.
+    JoinIsr(Vec<IsrChange>),
     /// A partition's leader (at `epoch`) saw `broker` lag (`shard::followers`).
     LeaveIsr(IsrChange),
     /// A follower's connection to this broker was refused: the leader

@@ -415,6 +415,15 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
 }
 
 impl ClusterState {
+    /// A fenced broker (dead, or restarted and not registered again yet)
+    /// joins nothing: acks=all would wait for it.
+    fn join_isr(&mut self, c: &crate::controller::IsrChange) {
+        let fenced = self.brokers.get(&c.broker).is_none_or(|b| b.fenced);
+        if let Some(t) = self.topics.get_mut(&c.topic).filter(|_| !fenced) {
+            t.change_isr(c, true);
+        }
+    }
+
     fn apply(&mut self, command: Command) {
         match command {
             Command::RegisterBroker(b) => {
@@ -448,12 +457,10 @@ impl ClusterState {
                     topic.fence(id, is_fenced);
                 }
             }
-            Command::JoinIsr(c) => {
-                // A fenced broker (dead, or restarted and not registered
-                // again yet) joins nothing: acks=all would wait for it.
-                let fenced = self.brokers.get(&c.broker).is_none_or(|b| b.fenced);
-                if let Some(t) = self.topics.get_mut(&c.topic).filter(|_| !fenced) {
-                    t.change_isr(&c, true);
+            Command::JoinIsr(c) => self.join_isr(&c),
+            Command::JoinIsrs(changes) => {
+                for c in &changes {
+                    self.join_isr(c);
                 }
             }
             Command::LeaveIsr(c) => {
@@ -554,7 +561,7 @@ mod tests {
             },
         );
         let join = |broker| {
-            Command::JoinIsr(crate::controller::IsrChange { topic: "t".into(), partition: 0, broker, epoch: 0 })
+            Command::JoinIsrs(vec![crate::controller::IsrChange { topic: "t".into(), partition: 0, broker, epoch: 0 }])
         };
         state.apply(join(3));
         assert_eq!(state.topics["t"].isr[0], vec![1], "broker 3 is fenced");

@@ -21,7 +21,14 @@ impl Shard {
     /// Leader, on a follower's fetch: notes where `replica`'s log ends,
     /// moves the high watermark, and asks the quorum to put a follower that
     /// reached it back in sync.
-    pub(super) fn follower_fetched(&self, topic: &str, partition: i32, p: &Partition, replica: i32, offset: i64) {
+    pub(super) fn follower_fetched(
+        self: &Rc<Self>,
+        topic: &str,
+        partition: i32,
+        p: &Partition,
+        replica: i32,
+        offset: i64,
+    ) {
         let join = {
             let mut r = p.replica.borrow_mut();
             if !r.leading || !r.others.contains(&replica) {
@@ -42,29 +49,47 @@ impl Shard {
             join.then_some(r.epoch)
         };
         p.advance_high_watermark();
-        if let (Some(epoch), Some(link)) = (join, self.settings.cluster.clone()) {
+        if let Some(epoch) = join {
             let change = IsrChange { topic: topic.to_string(), partition, broker: replica, epoch };
-            let request = BrokerRequest::JoinIsr(change);
-            let (shard, name) = (self.id, format!("{topic}-{partition}"));
-            let partition = self.partition(topic, partition);
-            glommio::spawn_local(async move {
-                match link.ask(request).await {
-                    BrokerAnswer::Ok => log::info!("shard {shard}: broker {replica} asked into {name}'s ISR"),
-                    other => log::warn!("shard {shard}: broker {replica} could not rejoin {name}'s ISR: {other:?}"),
-                }
-                // Asked again at one of its next fetches if it is still out
-                // once this broker's view has caught up: the quorum had no
-                // leader, or the follower was fenced (restarted and not
-                // registered again yet) and the entry changed nothing. The
-                // views between may be skipped, so the ISR the entry made
-                // is not a view to wait for.
-                glommio::timer::sleep(Duration::from_millis(200)).await;
-                if let Some(p) = partition {
-                    p.replica.borrow_mut().joining.remove(&replica);
-                }
-            })
-            .detach();
+            self.queue_isr_join(change);
         }
+    }
+
+    /// Asks the quorum for the joins queued on this shard in one entry,
+    /// once the fetch that queued them has been handled (a restarted
+    /// follower catches up on all its partitions in one fetch).
+    fn queue_isr_join(self: &Rc<Self>, change: IsrChange) {
+        let mut queued = self.isr_joins.borrow_mut();
+        queued.push(change);
+        if queued.len() > 1 {
+            return; // a task is on its way for them
+        }
+        let (Some(link), me) = (self.settings.cluster.clone(), self.clone()) else { return };
+        glommio::spawn_local(async move {
+            futures_lite::future::yield_now().await;
+            let changes = std::mem::take(&mut *me.isr_joins.borrow_mut());
+            let names: Vec<String> = changes.iter().map(|c| format!("{}-{}", c.topic, c.partition)).collect();
+            let shard = me.id;
+            match link.ask(BrokerRequest::JoinIsr(changes.clone())).await {
+                BrokerAnswer::Ok => log::info!("shard {shard}: followers asked into the ISR of {}", names.join(", ")),
+                other => {
+                    log::warn!("shard {shard}: followers could not rejoin the ISR of {}: {other:?}", names.join(", "))
+                }
+            }
+            // Asked again at one of their next fetches if still out once
+            // this broker's view has caught up: the quorum had no leader,
+            // or the follower was fenced (restarted and not registered
+            // again yet) and the entry changed nothing. The views between
+            // may be skipped, so the ISR the entry made is not a view to
+            // wait for.
+            glommio::timer::sleep(Duration::from_millis(200)).await;
+            for c in changes {
+                if let Some(p) = me.partition(&c.topic, c.partition) {
+                    p.replica.borrow_mut().joining.remove(&c.broker);
+                }
+            }
+        })
+        .detach();
     }
 
     /// Every shard, in a quorum: checks the partitions it leads once per

@@ -207,6 +207,9 @@ pub struct Shard {
     /// shard's coordinators serve (`coordinator_leadership`).
     group_partitions: coordinator_leadership::Served,
     txn_partitions: coordinator_leadership::Served,
+    /// Followers caught up, to be asked into their partitions' ISR in one
+    /// entry (`followers::queue_isr_join`).
+    isr_joins: RefCell<Vec<crate::controller::IsrChange>>,
 }
 
 impl Shard {
@@ -248,6 +251,7 @@ impl Shard {
             reopen_permit: glommio::sync::Semaphore::new(1),
             group_partitions: Default::default(),
             txn_partitions: Default::default(),
+            isr_joins: Default::default(),
         })
     }
 

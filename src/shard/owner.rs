@@ -254,7 +254,7 @@ impl Shard {
     /// end and tells the leader where its own log ends), or -1 for a
     /// consumer (it reads below the high watermark).
     pub(super) async fn read_local(
-        &self,
+        self: &Rc<Self>,
         items: Vec<ReadItem>,
         max_bytes: usize,
         read_committed: bool,
