@@ -112,6 +112,7 @@ fn a_group_and_its_committed_offsets_survive_the_loss_of_its_coordinator() {
 
     // Its coordinator's broker dies.
     brokers.iter_mut().find(|(id, _)| *id == coordinator).unwrap().1.kill();
+    let killed = Instant::now();
     let survivors: Vec<i32> = (1..=3).filter(|&id| id != coordinator).collect();
     let through = broker(&brokers, survivors[0]).bootstrap();
     let moved_to = coordinator_other_than(&through, coordinator);
@@ -120,6 +121,7 @@ fn a_group_and_its_committed_offsets_survive_the_loss_of_its_coordinator() {
 
     // The new coordinator has every offset the group committed.
     let at: BTreeMap<i32, Offset> = committed(&through);
+    println!("the group's offsets were read from its new coordinator {:?} after the kill", killed.elapsed());
     for p in 0..3 {
         let read_here = read.get(&p).map_or(0, Vec::len) as i64;
         assert_eq!(at.get(&p), Some(&Offset::Offset(read_here)), "{TOPIC}-{p}'s committed offset after the failover");
@@ -211,11 +213,13 @@ fn a_transactional_id_survives_the_loss_of_its_coordinator() {
     let (producer_id, epoch) = init_producer_id(&broker(&brokers, coordinator).bootstrap());
 
     brokers.iter_mut().find(|(id, _)| *id == coordinator).unwrap().1.kill();
+    let killed = Instant::now();
     let survivors: Vec<i32> = (1..=3).filter(|&id| id != coordinator).collect();
     let moved_to = find_other_than(&broker(&brokers, survivors[0]).bootstrap(), TXN_ID, 1, coordinator);
     assert!(survivors.contains(&moved_to), "the coordinator moved to a live broker: {moved_to}");
     let after = init_producer_id(&broker(&brokers, moved_to).bootstrap());
     assert_eq!(after, (producer_id, epoch + 1), "the new coordinator knows the id: same producer id, next epoch");
+    println!("the id's new coordinator answered InitProducerId {:?} after the kill", killed.elapsed());
 
     // The next producer of the id commits through the survivors; a
     // read_committed consumer reads both transactions once each.
