@@ -432,3 +432,81 @@ fn a_follower_that_stops_copying_leaves_the_isr_before_its_session_ends() {
     wait_until(broker(&brokers, leader), "lag", "the follower back in sync", |p| p.2 == vec![1, 2, 3]);
     wait_identical(dir.path(), "lag", 1, 1);
 }
+
+/// Five records, one batch.
+fn five_records(first: usize) -> bytes::Bytes {
+    let values: Vec<String> = (first..first + 5).map(|i| format!("five-{i}")).collect();
+    let records: Vec<shardlog::protocol::record_batch::Record<'_>> = values
+        .iter()
+        .map(|v| shardlog::protocol::record_batch::Record { key: None, value: Some(v.as_bytes()), timestamp_delta: 0 })
+        .collect();
+    bytes::Bytes::from(shardlog::protocol::record_batch::encode_batch(&records, 1_700_000_000_000))
+}
+
+/// A follower that lost its whole log while its leader's log start moved
+/// on (DeleteRecords here, retention alike) cannot fetch from where it
+/// ends: the leader answers OFFSET_OUT_OF_RANGE with its log start, and
+/// the follower starts over there, with the whole batch that holds that
+/// offset, as Kafka's does. It catches up and is in sync again.
+#[test]
+fn a_follower_behind_its_leaders_log_start_starts_over_there() {
+    use kafka_protocol::messages::{delete_records_request, DeleteRecordsRequest, DeleteRecordsResponse};
+    let _one = ONE_CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let mut brokers = start_three(dir.path());
+    wait_for_three(&brokers);
+    let mut w = Wire::connect(&broker(&brokers, 1).bootstrap());
+    assert_eq!(create(&mut w, "trimmed", 1, 3, &[]).0, 0);
+    let placed = wait_until(broker(&brokers, 1), "trimmed", "three in sync", |p| p.2 == vec![1, 2, 3]);
+    let leader = placed[0].0;
+    wait_until(broker(&brokers, leader), "trimmed", "the leader has it", |p| p.0 == leader);
+    let follower = (1..=3).find(|&id| id != leader).unwrap();
+    let mut lw = Wire::connect(&broker(&brokers, leader).bootstrap());
+    for i in 0..8 {
+        let (code, _) = produce(&mut lw, "trimmed", 0, five_records(i * 5), -1);
+        assert_eq!(code, 0);
+    }
+
+    // The follower dies with its data; meanwhile the leader's log starts
+    // at 32, inside the batch of offsets 30..35.
+    sigkill(&mut brokers, follower);
+    std::fs::remove_dir_all(dir.path().join(format!("b{follower}"))).unwrap();
+    let mut trim = delete_records_request::DeleteRecordsPartition::default();
+    trim.partition_index = 0;
+    trim.offset = 32;
+    let mut t = delete_records_request::DeleteRecordsTopic::default();
+    t.name = TopicName(StrBytes::from_static_str("trimmed"));
+    t.partitions = vec![trim];
+    let mut req = DeleteRecordsRequest::default();
+    req.topics = vec![t];
+    req.timeout_ms = 10_000;
+    let resp: DeleteRecordsResponse = lw.call(ApiKey::DeleteRecords, 2, &req);
+    assert_eq!((resp.topics[0].partitions[0].error_code, resp.topics[0].partitions[0].low_watermark), (0, 32));
+
+    restart(&mut brokers, follower);
+    wait_for_brokers(&brokers, &[1, 2, 3]);
+    for id in 1..=3 {
+        wait_until(broker(&brokers, id), "trimmed", "the emptied follower in sync", |p| p.2 == vec![1, 2, 3]);
+    }
+    assert_eq!(produce(&mut lw, "trimmed", 0, five_records(40), -1).0, 0, "acks=all with the follower back");
+    // Its log is the leader's from the batch holding offset 32 on.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        // The restarted follower opens the partition a moment after it
+        // starts; until then it has no directory for it.
+        let opened = dir.path().join(format!("b{follower}/trimmed-0")).is_dir();
+        let copied = if opened { log_bytes(dir.path(), follower, "trimmed", 0) } else { Vec::new() };
+        let original = log_bytes(dir.path(), leader, "trimmed", 0);
+        let first_base = (copied.len() >= 8).then(|| i64::from_be_bytes(copied[..8].try_into().unwrap()));
+        if first_base == Some(30) && original.ends_with(&copied) && copied.len() > 3 * 60 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the follower's log ({} bytes from offset {first_base:?}) is not the leader's tail ({} bytes)",
+            copied.len(),
+            original.len()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

@@ -26,6 +26,7 @@ pub mod journal_glue;
 mod liveness;
 pub mod maintenance;
 mod owner;
+mod replica_requests;
 mod replication;
 pub use owner::PRODUCER_ID_NODE_SHIFT;
 mod topic_admin;

@@ -27,14 +27,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use kafka_protocol::messages::{
-    fetch_request::{FetchPartition, FetchTopic},
-    offset_for_leader_epoch_request::{OffsetForLeaderPartition, OffsetForLeaderTopic},
-    ApiKey, BrokerId, FetchRequest, FetchResponse, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
-    TopicName,
-};
+use kafka_protocol::messages::{ApiKey, FetchResponse, OffsetForLeaderEpochResponse};
 
 use super::{
+    replica_requests::{epoch_request, exchange, fetch_request, EPOCH_REQUEST_VERSION},
     topics::{TopicHandle, TopicMeta, TopicTable},
     Partition, Shard,
 };
@@ -46,15 +42,6 @@ use crate::{
     storage::replica_files::{self, Epochs},
 };
 
-/// The Fetch version a follower sends (topics by name, replica id in the
-/// request, flexible).
-const REPLICA_FETCH_VERSION: i16 = 12;
-/// How long the leader may hold a follower's fetch with nothing new.
-const REPLICA_FETCH_WAIT_MS: i32 = 500;
-/// Bytes per partition per follower fetch.
-const REPLICA_FETCH_PARTITION_BYTES: i32 = 1 << 20;
-/// Bytes per follower fetch.
-const REPLICA_FETCH_BYTES: i32 = 16 << 20;
 /// Pause after a failed fetch before the next try.
 pub(super) const RETRY_PAUSE: Duration = Duration::from_millis(200);
 /// Followed partitions one fetch answer writes and syncs at once.
@@ -291,13 +278,21 @@ impl Shard {
     ) -> bool {
         let mut any_ok = false;
         let mut copies = Vec::new();
+        let mut starts = Vec::new();
         for t in &response.responses {
             for answer in &t.partitions {
-                let Some((_, partition, p)) =
+                let Some((topic, partition, p)) =
                     followed.iter().find(|(n, i, _)| &**n == t.topic.0.as_str() && *i == answer.partition_index)
                 else {
                     continue;
                 };
+                if answer.error_code == errors::OFFSET_OUT_OF_RANGE && p.log.log_end() < answer.log_start_offset {
+                    // The leader no longer has where this log ends
+                    // (retention or DeleteRecords moved its start on).
+                    any_ok = true;
+                    starts.push((topic.clone(), *partition, p.clone(), answer.log_start_offset));
+                    continue;
+                }
                 if answer.error_code != errors::NONE {
                     log::debug!(
                         "shard {}: {}-{partition} from broker {leader}: error {}",
@@ -309,14 +304,28 @@ impl Shard {
                 }
                 any_ok = true;
                 let records = answer.records.clone().filter(|r| !r.is_empty());
-                copies.push((p.clone(), records, answer.high_watermark));
+                copies.push((topic.clone(), *partition, p.clone(), records, answer.high_watermark));
             }
+        }
+        for (topic, partition, p, offset) in starts {
+            self.rewrite(&topic, partition, &p, Rewrite::StartAt(offset), leader).await;
         }
         // The partitions' writes and syncs overlap: one round costs about
         // one sync, not one per partition.
         super::concurrent::for_each_bounded(
-            copies.into_iter().map(|(p, records, high_watermark)| async move {
+            copies.into_iter().map(|(topic, partition, mut p, records, high_watermark)| async move {
                 if let Some(records) = records {
+                    // An empty log started at its leader's start, and the
+                    // leader's batch holding that offset starts before it:
+                    // the log starts with the whole batch, as Kafka's does.
+                    let first = BatchHeader::parse(&records, usize::MAX).map(|h| h.base_offset).ok();
+                    let end = p.log.log_end();
+                    if let Some(base) = first.filter(|&b| b < end && p.log.log_start() == end) {
+                        match self.rewrite(&topic, partition, &p, Rewrite::StartAt(base), leader).await {
+                            Some(reopened) => p = reopened,
+                            None => return,
+                        }
+                    }
                     if let Err(e) = self.copy(&p, &records).await {
                         log::warn!("shard {}: copying {} from broker {leader}: {e}", self.id, p.log.name());
                         return;
@@ -411,7 +420,7 @@ impl Shard {
                 replica_files::divergence_cut(&r.epochs, start, end, answer.leader_epoch, answer.end_offset)
             };
             if let Some(offset) = cut {
-                self.cut_to(topic, *partition, p, offset, leader).await;
+                self.rewrite(topic, *partition, p, Rewrite::Cut(offset), leader).await;
             } else {
                 let mut r = p.replica.borrow_mut();
                 r.checked_epoch = Some(r.epoch);
@@ -420,41 +429,54 @@ impl Shard {
         Ok(all)
     }
 
-    /// Cuts a followed partition's log before `offset` (its leader's log
-    /// ends there for this log's last epoch): closes it, cuts its files and
-    /// opens it again.
-    async fn cut_to(&self, topic: &TopicHandle, partition: i32, p: &Rc<Partition>, offset: i64, leader: i32) {
+    /// Rewrites a followed partition's files as `how` says: closes it,
+    /// changes its files and opens it again; the partition as reopened.
+    async fn rewrite(
+        &self,
+        topic: &TopicHandle,
+        partition: i32,
+        p: &Rc<Partition>,
+        how: Rewrite,
+        leader: i32,
+    ) -> Option<Rc<Partition>> {
         let _permit = self.reopen_permit.acquire_permit(1).await.expect("reopen permit: never closed");
         let name = p.log.name().clone();
-        let Some(p) = self.partitions.borrow_mut().remove(topic, partition).filter(|open| Rc::ptr_eq(open, p)) else {
-            return;
-        };
+        let p = self.partitions.borrow_mut().remove(topic, partition).filter(|open| Rc::ptr_eq(open, p))?;
         let end = p.log.log_end();
         if let Err(e) = p.log.close().await {
-            log::warn!("shard {}: closing {name} to cut it: {e}", self.id);
+            log::warn!("shard {}: closing {name} to rewrite it: {e}", self.id);
         }
         p.appended.notify_all();
         let dir = p.log.dir().to_path_buf();
-        let cut = glommio::executor().spawn_blocking(move || replica_files::truncate_dir(&dir, offset)).await;
-        match cut {
-            Ok(bytes) => log::warn!(
+        let done = glommio::executor()
+            .spawn_blocking(move || match how {
+                Rewrite::Cut(offset) => replica_files::truncate_dir(&dir, offset),
+                Rewrite::StartAt(offset) => replica_files::start_at(&dir, offset),
+            })
+            .await;
+        match (done, how) {
+            (Ok(bytes), Rewrite::Cut(offset)) => log::warn!(
                 "shard {}: {name}: cut at offset {offset} (it ended at {end}): {bytes} bytes broker {leader}, its leader, does not have",
                 self.id
             ),
-            Err(e) => log::error!("shard {}: {name}: cannot cut at offset {offset}: {e}", self.id),
+            (Ok(bytes), Rewrite::StartAt(offset)) => log::warn!(
+                "shard {}: {name}: emptied ({bytes} bytes) to start at offset {offset}: it ended at {end}, before what broker {leader}, its leader, still has",
+                self.id
+            ),
+            (Err(e), how) => log::error!("shard {}: {name}: cannot rewrite it ({how:?}): {e}", self.id),
         }
         let table = self.topics();
-        let (Some(meta), Some(me)) = (table.topics.get(&**topic), table.node_id) else { return };
+        let (Some(meta), Some(me)) = (table.topics.get(&**topic), table.node_id) else { return None };
         if super::router::host(&table, topic, partition, self.count) != Some(self.id) {
-            return;
+            return None;
         }
         if let Err(e) = self.open_partition(topic, partition, meta).await {
-            log::error!("shard {}: {name}: cannot open it again after the cut: {e}", self.id);
-            return;
+            log::error!("shard {}: {name}: cannot open it again after the rewrite: {e}", self.id);
+            return None;
         }
-        if let Some(p) = self.partition(topic, partition) {
-            refresh_replica(&table, me, meta, partition, &p);
-        }
+        let p = self.partition(topic, partition)?;
+        refresh_replica(&table, me, meta, partition, &p);
+        Some(p)
     }
 
     /// On opening a replicated partition: the epochs its file names (a
@@ -522,30 +544,15 @@ impl Shard {
     }
 }
 
-/// The OffsetForLeaderEpoch version a follower sends (it carries the
-/// replica id).
-const EPOCH_REQUEST_VERSION: i16 = 3;
-
-fn epoch_request(me: i32, asked: &[(TopicHandle, i32, Rc<Partition>)]) -> OffsetForLeaderEpochRequest {
-    let mut request = OffsetForLeaderEpochRequest::default();
-    request.replica_id = BrokerId(me);
-    for (topic, partition, p) in asked {
-        let r = p.replica.borrow();
-        let mut q = OffsetForLeaderPartition::default();
-        q.partition = *partition;
-        q.current_leader_epoch = r.epoch;
-        q.leader_epoch = r.epochs.last().map_or(0, |&(e, _)| e);
-        match request.topics.last_mut().filter(|t| t.topic.0.as_str() == &**topic) {
-            Some(t) => t.partitions.push(q),
-            None => {
-                let mut t = OffsetForLeaderTopic::default();
-                t.topic = TopicName(kafka_protocol::protocol::StrBytes::from_string(topic.to_string()));
-                t.partitions.push(q);
-                request.topics.push(t);
-            }
-        }
-    }
-    request
+/// What `rewrite` does to a follower's files.
+#[derive(Debug, Clone, Copy)]
+enum Rewrite {
+    /// Ends the log before this offset (divergence: `truncate_dir`).
+    Cut(i64),
+    /// Empties the log to start at this offset (`start_at`): it ended
+    /// before its leader's start, or the leader's first batch from there
+    /// starts before it.
+    StartAt(i64),
 }
 
 /// `epochs` with the epochs that batches in `records` past `log_end`
@@ -566,49 +573,6 @@ fn epochs_after(epochs: &Epochs, records: &[u8], log_end: i64) -> Option<Epochs>
 async fn save_epochs(p: &Partition, epochs: &Epochs) -> std::io::Result<()> {
     let (dir, epochs) = (p.log.dir().to_path_buf(), epochs.clone());
     glommio::executor().spawn_blocking(move || replica_files::save_epochs(&dir, &epochs)).await
-}
-
-fn fetch_request(me: i32, followed: &[(TopicHandle, i32, Rc<Partition>)]) -> FetchRequest {
-    let mut request = FetchRequest::default();
-    request.replica_id = BrokerId(me);
-    request.max_wait_ms = REPLICA_FETCH_WAIT_MS;
-    request.min_bytes = 1;
-    request.max_bytes = REPLICA_FETCH_BYTES;
-    request.session_epoch = -1;
-    let mut topics: Vec<FetchTopic> = Vec::new();
-    for (topic, partition, p) in followed {
-        let mut fp = FetchPartition::default();
-        fp.partition = *partition;
-        fp.fetch_offset = p.log.log_end();
-        fp.partition_max_bytes = REPLICA_FETCH_PARTITION_BYTES;
-        fp.current_leader_epoch = p.replica.borrow().epoch;
-        fp.log_start_offset = -1;
-        match topics.last_mut().filter(|t| t.topic.0.as_str() == &**topic) {
-            Some(t) => t.partitions.push(fp),
-            None => {
-                let mut t = FetchTopic::default();
-                t.topic = TopicName(kafka_protocol::protocol::StrBytes::from_string(topic.to_string()));
-                t.partitions.push(fp);
-                topics.push(t);
-            }
-        }
-    }
-    request.topics = topics;
-    request
-}
-
-async fn exchange(
-    stream: &mut glommio::net::TcpStream,
-    correlation: i32,
-    request: &FetchRequest,
-) -> Result<FetchResponse, crate::client::ClientError> {
-    let version = REPLICA_FETCH_VERSION;
-    let frame =
-        crate::protocol::client::request_frame(ApiKey::Fetch, version, correlation, Some("shardlog-replica"), request)
-            .map_err(crate::client::ClientError::from)?;
-    crate::client::nonblocking::write_frame(stream, ApiKey::Fetch, version, &frame).await?;
-    let response = crate::client::nonblocking::read_response::<FetchResponse>(stream, ApiKey::Fetch, version).await?;
-    Ok(response.body)
 }
 
 /// Brings a partition's replica state to the table: its replicas, in-sync

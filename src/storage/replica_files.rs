@@ -151,6 +151,36 @@ pub fn truncate_dir(dir: &Path, offset: i64) -> io::Result<u64> {
     Ok(removed)
 }
 
+/// Empties the closed log in `dir` and has it start at `offset`: every
+/// segment and the files describing them go, and an empty segment based
+/// at `offset` is left, which the next open takes as the log's start and
+/// end. For a follower whose log ends before its leader's starts (Kafka's
+/// truncate-fully-and-start-at). Returns the bytes removed.
+pub fn start_at(dir: &Path, offset: i64) -> io::Result<u64> {
+    let mut removed = 0u64;
+    let remove = |path: &Path| match std::fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    };
+    for base in recovery::list_segments(dir)? {
+        let log = segment::segment_path(dir, base, segment::LOG_SUFFIX);
+        removed += std::fs::metadata(&log).map_or(0, |m| m.len());
+        for suffix in
+            [segment::LOG_SUFFIX, segment::INDEX_SUFFIX, segment::TIME_INDEX_SUFFIX, txn_index::TXN_INDEX_SUFFIX]
+        {
+            remove(&segment::segment_path(dir, base, suffix))?;
+        }
+    }
+    for (_, path) in producers::snapshots(dir)? {
+        remove(&path)?;
+    }
+    remove(&dir.join(recovery::CHECKPOINT_FILE))?;
+    save_epochs(dir, &[])?;
+    File::create(segment::segment_path(dir, offset, segment::LOG_SUFFIX))?.sync_all()?;
+    file::sync_dir(dir)?;
+    Ok(removed)
+}
+
 /// Byte position of the first batch whose last offset is at least
 /// `offset`, with its base offset, or of the end of the whole batches
 /// (zeros or a torn tail after them are cut too).

@@ -156,3 +156,46 @@ fn a_cut_follower_ends_where_its_leader_says_and_copies_on_from_there() {
         same(&whole(&cut).await, &all, "and then the leader's whole log");
     });
 }
+
+#[test]
+fn a_follower_started_over_at_its_leaders_log_start_copies_on_from_there() {
+    run(|| async {
+        let (ldir, fdir) = (tempdir(), tempdir());
+        let config = LogConfig { segment_bytes: 4096, ..LogConfig::default() };
+        let leader = open_log(ldir.path(), "over-0", &config).await;
+        for i in 0..30 {
+            leader.append(plain(i), Durability::Written).await.unwrap();
+        }
+        // A follower that had only the first records, over several segments.
+        let follower = open_log(fdir.path(), "over-0", &config).await;
+        let head = leader.read(0, 1 << 20).await.unwrap().to_vec();
+        let h = record_batch::BatchHeader::parse(&head, usize::MAX).unwrap();
+        follower.append_copied(&head[..h.total_bytes()]).await.unwrap();
+        follower.sync_through(follower.log_end()).await.unwrap();
+        follower.close().await.unwrap();
+        drop(follower);
+
+        let removed = crate::storage::replica_files::start_at(fdir.path(), 22).unwrap();
+        assert!(removed > 0);
+        let over = open_log(fdir.path(), "over-0", &config).await;
+        assert_eq!((over.log_start(), over.log_end()), (22, 22), "empty, starting at the leader's start");
+        let mut offset = 22;
+        while offset < leader.log_end() {
+            let rest = leader.read(offset, 1 << 20).await.unwrap().to_vec();
+            offset = over.append_copied(&rest).await.unwrap();
+        }
+        assert_eq!(over.log_end(), 30);
+        over.sync_through(over.log_end()).await.unwrap();
+        over.close().await.unwrap();
+        drop(over);
+        let reopened = open_log(fdir.path(), "over-0", &config).await;
+        assert_eq!((reopened.log_start(), reopened.log_end()), (22, 30), "and so it reopens");
+        let copied = reopened.read(22, 1 << 20).await.unwrap().to_vec();
+        let original = leader.read(22, 1 << 20).await.unwrap().to_vec();
+        same(
+            &copied[..copied.len().min(original.len())],
+            &original[..copied.len().min(original.len())],
+            "the leader's bytes",
+        );
+    });
+}
