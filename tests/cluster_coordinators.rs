@@ -16,7 +16,9 @@ use std::{
 };
 
 use common::{
-    cluster::{broker, consume_in_group, create, start_three, wait_for_brokers, wait_for_three, wait_until},
+    cluster::{
+        broker, consume_in_group, create, read_committed, start_three, wait_for_brokers, wait_for_three, wait_until,
+    },
     wire::Wire,
 };
 use kafka_protocol::{
@@ -28,7 +30,6 @@ use kafka_protocol::{
 };
 use rdkafka::{
     consumer::{BaseConsumer, Consumer},
-    message::Message,
     producer::{BaseProducer, BaseRecord, Producer},
     ClientConfig, Offset, TopicPartitionList,
 };
@@ -226,22 +227,7 @@ fn a_transactional_id_survives_the_loss_of_its_coordinator() {
     let survivors_bootstrap =
         survivors.iter().map(|&id| broker(&brokers, id).bootstrap()).collect::<Vec<_>>().join(",");
     commit_one(&survivors_bootstrap, ledger, "after");
-    let settings = [("isolation.level", "read_committed")];
-    let consumer = common::consume::from_start(&survivors_bootstrap, "audit", ledger, 3, &settings);
-    let mut got: BTreeMap<i32, Vec<String>> = BTreeMap::new();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while got.values().map(Vec::len).sum::<usize>() < 6 && Instant::now() < deadline {
-        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(200)) {
-            got.entry(m.partition()).or_default().push(String::from_utf8_lossy(m.payload().unwrap()).into_owned());
-        }
-    }
-    // Anything after the committed records would show here too.
-    let until = Instant::now() + Duration::from_secs(2);
-    while Instant::now() < until {
-        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(100)) {
-            got.entry(m.partition()).or_default().push(String::from_utf8_lossy(m.payload().unwrap()).into_owned());
-        }
-    }
+    let got = read_committed(&survivors_bootstrap, ledger, 3, 6);
     for p in 0..3 {
         assert_eq!(got.get(&p), Some(&vec![format!("before-p{p}"), format!("after-p{p}")]), "{ledger}-{p}");
     }

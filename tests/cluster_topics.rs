@@ -10,15 +10,15 @@
 mod common;
 
 use std::{
-    collections::{BTreeMap, BTreeSet},
+    collections::BTreeSet,
     time::{Duration, Instant},
 };
 
 use common::{
     broker::Broker,
     cluster::{
-        agreed_leaders, broker, consume_in_group, metadata, one_record, start_cluster, start_three, wait_for_brokers,
-        wait_for_three,
+        agreed_leaders, broker, consume_in_group, metadata, one_record, read_committed, start_cluster, start_three,
+        wait_for_brokers, wait_for_three,
     },
     wire::{create_topic, fetch_request, produce, Wire},
 };
@@ -30,7 +30,6 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use rdkafka::{
     consumer::{BaseConsumer, Consumer},
-    message::Message,
     ClientConfig, Offset, TopicPartitionList,
 };
 
@@ -236,22 +235,7 @@ fn a_transaction_commits_and_aborts_across_brokers() {
         }
     }
 
-    let settings = [("isolation.level", "read_committed")];
-    let consumer = common::consume::from_start(&broker(&brokers, 3).bootstrap(), "audit", "ledger", 3, &settings);
-    let mut got: BTreeMap<i32, Vec<String>> = BTreeMap::new();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while got.values().map(Vec::len).sum::<usize>() < 6 && Instant::now() < deadline {
-        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(200)) {
-            got.entry(m.partition()).or_default().push(String::from_utf8_lossy(m.payload().unwrap()).into_owned());
-        }
-    }
-    // Anything after the committed records would show here too.
-    let until = Instant::now() + Duration::from_secs(2);
-    while Instant::now() < until {
-        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(100)) {
-            got.entry(m.partition()).or_default().push(String::from_utf8_lossy(m.payload().unwrap()).into_owned());
-        }
-    }
+    let got = read_committed(&broker(&brokers, 3).bootstrap(), "ledger", 3, 6);
     for p in 0..3 {
         assert_eq!(got.get(&p), Some(&vec![format!("t0-p{p}"), format!("t2-p{p}")]), "ledger-{p} read committed");
     }

@@ -311,3 +311,27 @@ pub fn consume_in_group(bootstrap: &str, group: &str, topic: &str, want: usize) 
     consumer.commit_consumer_state(CommitMode::Sync).expect("commit");
     got
 }
+
+/// Reads `topic` (of `partitions`) from the start with a read_committed
+/// librdkafka consumer through `bootstrap`, until `want` records came or
+/// 30 s passed, then 2 s more (anything after the committed records would
+/// show then too). The values by partition.
+pub fn read_committed(bootstrap: &str, topic: &str, partitions: i32, want: usize) -> BTreeMap<i32, Vec<String>> {
+    let settings = [("isolation.level", "read_committed")];
+    let consumer = super::consume::from_start(bootstrap, "audit", topic, partitions, &settings);
+    let mut got: BTreeMap<i32, Vec<String>> = BTreeMap::new();
+    let take = |got: &mut BTreeMap<i32, Vec<String>>, wait: Duration| {
+        if let Some(Ok(m)) = consumer.poll(wait) {
+            got.entry(m.partition()).or_default().push(String::from_utf8_lossy(m.payload().unwrap()).into_owned());
+        }
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while got.values().map(Vec::len).sum::<usize>() < want && Instant::now() < deadline {
+        take(&mut got, Duration::from_millis(200));
+    }
+    let until = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < until {
+        take(&mut got, Duration::from_millis(100));
+    }
+    got
+}
