@@ -15,8 +15,8 @@ use std::{
 use common::{
     broker::Broker,
     cluster::{
-        broker, create, log_bytes, one_record, partitions, signal, start_cluster_with, start_three, wait_for_brokers,
-        wait_for_three, wait_identical, wait_until,
+        broker, create, first_produce, log_bytes, one_record, partitions, signal, start_cluster_with, start_three,
+        wait_for_brokers, wait_for_three, wait_identical, wait_until,
     },
     wire::{produce, Wire},
 };
@@ -56,9 +56,15 @@ fn acknowledged_records_survive_the_loss_of_a_follower_and_of_a_leader() {
         assert_eq!(*epoch, 0);
         assert!((1..=3).contains(leader));
     }
+    // Placed in sync from the start: each broker opens its copy a moment
+    // after its table has the topic.
+    let deadline = Instant::now() + Duration::from_secs(10);
     for p in 0..3 {
         for id in 1..=3 {
-            assert!(dir.path().join(format!("b{id}/rep-{p}")).is_dir(), "rep-{p} has a copy on broker {id}");
+            while !dir.path().join(format!("b{id}/rep-{p}")).is_dir() {
+                assert!(Instant::now() < deadline, "rep-{p} has no copy on broker {id}");
+                std::thread::sleep(Duration::from_millis(50));
+            }
         }
     }
 
@@ -162,18 +168,7 @@ fn a_deposed_leaders_records_that_were_never_replicated_are_cut() {
     // Created means in broker 1's table; the leader's may be a moment later.
     wait_until(broker(&brokers, leader), "cut", "the leader has it", |p| p.0 == leader);
     let mut lw = Wire::connect(&broker(&brokers, leader).bootstrap());
-    // Its table has the partition a moment before it is open there; until
-    // then a produce is told UNKNOWN_TOPIC_OR_PARTITION, which clients retry.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        match produce(&mut lw, "cut", 0, one_record("kept-0"), -1).0 {
-            UNKNOWN_TOPIC_OR_PARTITION => {
-                assert!(Instant::now() < deadline, "cut-0 never opened on its leader {leader}")
-            }
-            code => break assert_eq!(code, 0),
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    assert_eq!(first_produce(&mut lw, "cut", 0, one_record("kept-0"), -1), 0);
     for i in 1..5 {
         assert_eq!(produce(&mut lw, "cut", 0, one_record(&format!("kept-{i}")), -1).0, 0);
     }
@@ -415,7 +410,7 @@ fn a_follower_that_stops_copying_leaves_the_isr_before_its_session_ends() {
     let follower = (1..=3).find(|&id| id != leader).unwrap();
     wait_until(broker(&brokers, leader), "lag", "the leader has it", |p| p.0 == leader);
     let mut lw = Wire::connect(&broker(&brokers, leader).bootstrap());
-    assert_eq!(produce(&mut lw, "lag", 0, one_record("before"), -1).0, 0);
+    assert_eq!(first_produce(&mut lw, "lag", 0, one_record("before"), -1), 0);
 
     signal(broker(&brokers, follower), "-STOP");
     let paused = Instant::now();
@@ -462,7 +457,8 @@ fn a_follower_behind_its_leaders_log_start_starts_over_there() {
     wait_until(broker(&brokers, leader), "trimmed", "the leader has it", |p| p.0 == leader);
     let follower = (1..=3).find(|&id| id != leader).unwrap();
     let mut lw = Wire::connect(&broker(&brokers, leader).bootstrap());
-    for i in 0..8 {
+    assert_eq!(first_produce(&mut lw, "trimmed", 0, five_records(0), -1), 0);
+    for i in 1..8 {
         let (code, _) = produce(&mut lw, "trimmed", 0, five_records(i * 5), -1);
         assert_eq!(code, 0);
     }

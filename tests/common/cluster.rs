@@ -335,3 +335,18 @@ pub fn read_committed(bootstrap: &str, topic: &str, partitions: i32, want: usize
     }
     got
 }
+
+/// A new partition's first produce at its leader: the leader's table has
+/// the partition a moment before it is open there, and until then the
+/// produce is told UNKNOWN_TOPIC_OR_PARTITION (3), which clients retry;
+/// so does this, for up to 10 s. The code it ends with.
+pub fn first_produce(w: &mut Wire, topic: &str, partition: i32, batch: bytes::Bytes, acks: i16) -> i16 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let code = super::wire::produce(w, topic, partition, batch.clone(), acks).0;
+        if code != 3 || Instant::now() >= deadline {
+            return code;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
