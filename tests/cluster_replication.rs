@@ -217,6 +217,8 @@ fn a_deposed_leaders_records_that_were_never_replicated_are_cut() {
     assert_eq!(elect(&mut ew, "cut", &[0, 5], 0), vec![(0, 0), (5, UNKNOWN_TOPIC_OR_PARTITION)]);
     let back = wait_until(broker(&brokers, new_leader), "cut", "the preferred replica leads", |p| p.0 == leader);
     assert_eq!(back[0].3, before + 1, "a new epoch for the preferred leader");
+    // Its own view too, before it is produced to.
+    wait_until(broker(&brokers, leader), "cut", "the preferred replica knows it leads", |p| p.0 == leader);
     let mut lw = Wire::connect(&broker(&brokers, leader).bootstrap());
     assert_eq!(produce(&mut lw, "cut", 0, one_record("after-election"), -1).0, 0, "acks=all on the preferred leader");
     assert_eq!(elect(&mut ew, "cut", &[0], 0), vec![(0, ELECTION_NOT_NEEDED)]);
