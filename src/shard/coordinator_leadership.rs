@@ -89,10 +89,15 @@ impl Served {
         }
     }
 
-    /// Whether partition `p` is served here, once what is loading has.
-    async fn serves(&self, p: i32) -> bool {
+    /// Runs `call` once what is loading has loaded, if partition `p` is
+    /// served here; None if not.
+    async fn run<R>(&self, p: i32, call: impl std::future::Future<Output = R>) -> Option<R> {
         self.ready().await;
-        self.partitions.borrow().contains(&p)
+        if self.partitions.borrow().contains(&p) {
+            Some(call.await)
+        } else {
+            None
+        }
     }
 }
 
@@ -226,20 +231,12 @@ impl Shard {
     /// COORDINATOR_NOT_AVAILABLE).
     pub(super) async fn for_group<R>(&self, group: &str, call: impl std::future::Future<Output = R>) -> Option<R> {
         let partition = partition_for(group, self.settings.groups.offsets_partitions);
-        if self.group_partitions.serves(partition).await {
-            Some(call.await)
-        } else {
-            None
-        }
+        self.group_partitions.run(partition, call).await
     }
 
     /// `for_group` for a transactional id.
     pub(super) async fn for_txn<R>(&self, id: &str, call: impl std::future::Future<Output = R>) -> Option<R> {
         let partition = crate::txn::partition_for(id, self.settings.txn.partitions);
-        if self.txn_partitions.serves(partition).await {
-            Some(call.await)
-        } else {
-            None
-        }
+        self.txn_partitions.run(partition, call).await
     }
 }

@@ -64,7 +64,8 @@ impl Shard {
         if queued.len() > 1 {
             return; // a task is on its way for them
         }
-        let (Some(link), me) = (self.settings.cluster.clone(), self.clone()) else { return };
+        let Some(link) = self.settings.cluster.clone() else { return };
+        let me = self.clone();
         glommio::spawn_local(async move {
             futures_lite::future::yield_now().await;
             let changes = std::mem::take(&mut *me.isr_joins.borrow_mut());
