@@ -66,6 +66,8 @@ const GROUP_ID_NOT_FOUND: i16 = 69;
 const MEMBER_ID_REQUIRED: i16 = 79;
 const UNKNOWN_TOPIC_ID: i16 = 100;
 const ELECTION_NOT_NEEDED: i16 = 84;
+const NO_REASSIGNMENT_IN_PROGRESS: i16 = 85;
+const INVALID_REPLICA_ASSIGNMENT: i16 = 39;
 
 const CONFIG: &str = "group_initial_rebalance_delay_ms = 0\n";
 
@@ -220,6 +222,8 @@ fn check(fx: &Fixture, key: ApiKey, v: i16) {
         ApiKey::OffsetForLeaderEpoch => offset_for_leader_epoch(fx, &mut w, v),
         ApiKey::DescribeLogDirs => describe_log_dirs(&mut w, v),
         ApiKey::ElectLeaders => elect_leaders(&mut w, v),
+        ApiKey::AlterPartitionReassignments => alter_partition_reassignments(&mut w, v),
+        ApiKey::ListPartitionReassignments => list_partition_reassignments(&mut w, v),
         ApiKey::WriteTxnMarkers => write_txn_markers(&mut w, v),
         ApiKey::AddPartitionsToTxn => txn::add_partitions_to_txn(&mut w, v),
         ApiKey::AddOffsetsToTxn => txn::add_offsets_to_txn(&mut w, v),
@@ -1556,6 +1560,54 @@ fn elect_leaders(w: &mut Wire, v: i16) {
     req.topic_partitions = None;
     let resp: ElectLeadersResponse = w.call(ApiKey::ElectLeaders, v, &req);
     assert_eq!((resp.error_code, resp.replica_election_results.len()), (NONE, 0));
+}
+
+/// A lone broker (node 0): a partition "moved" onto itself needs nothing,
+/// anywhere else is refused, and there is no move to cancel.
+fn alter_partition_reassignments(w: &mut Wire, v: i16) {
+    use alter_partition_reassignments_request::{ReassignablePartition, ReassignableTopic};
+    let p = |i: i32, r: Option<Vec<i32>>| {
+        ReassignablePartition::default()
+            .with_partition_index(i)
+            .with_replicas(r.map(|r| r.into_iter().map(BrokerId).collect()))
+    };
+    let t = ReassignableTopic::default().with_name(topic_name(TOPIC)).with_partitions(vec![
+        p(0, Some(vec![0])),
+        p(1, Some(vec![5])),
+        p(1, None),
+        p(9, Some(vec![0])),
+    ]);
+    let req = AlterPartitionReassignmentsRequest::default()
+        .with_timeout_ms(5_000)
+        .with_allow_replication_factor_change(v < 1)
+        .with_topics(vec![t]);
+    let resp: AlterPartitionReassignmentsResponse = w.call(ApiKey::AlterPartitionReassignments, v, &req);
+    assert_eq!(resp.error_code, NONE);
+    assert_eq!(resp.allow_replication_factor_change, v < 1, "v1 echoes the flag; v0 has none (true)");
+    let r = &resp.responses;
+    assert_eq!((r.len(), r[0].name.0.as_str()), (1, TOPIC));
+    let codes: Vec<(i32, i16)> = r[0].partitions.iter().map(|p| (p.partition_index, p.error_code)).collect();
+    let expected = vec![
+        (0, NONE),
+        (1, INVALID_REPLICA_ASSIGNMENT),
+        (1, NO_REASSIGNMENT_IN_PROGRESS),
+        (9, UNKNOWN_TOPIC_OR_PARTITION),
+    ];
+    assert_eq!(codes, expected);
+    let message = r[0].partitions[1].error_message.as_ref().map(|m| m.to_string()).unwrap_or_default();
+    assert!(message.contains(&format!("{TOPIC}-1")), "the refusal names the partition: {message:?}");
+}
+
+/// A lone broker moves nothing: no move is listed, named or not.
+fn list_partition_reassignments(w: &mut Wire, v: i16) {
+    let t = list_partition_reassignments_request::ListPartitionReassignmentsTopics::default()
+        .with_name(topic_name(TOPIC))
+        .with_partition_indexes(vec![0, 1]);
+    for topics in [None, Some(vec![t])] {
+        let req = ListPartitionReassignmentsRequest::default().with_timeout_ms(5_000).with_topics(topics);
+        let resp: ListPartitionReassignmentsResponse = w.call(ApiKey::ListPartitionReassignments, v, &req);
+        assert_eq!((resp.error_code, resp.topics.len()), (NONE, 0));
+    }
 }
 
 fn delete_records(w: &mut Wire, v: i16) {

@@ -38,6 +38,7 @@ impl Controller {
                     leaders: replicas.iter().map(|r| r[0]).collect(),
                     isr: replicas.clone(),
                     epochs: vec![0; replicas.len()],
+                    moving: Default::default(),
                     replicas,
                     name: spec.name,
                     id: crate::shard::topics::new_topic_id(),

@@ -22,9 +22,10 @@ pub struct Election {
     pub unclean: bool,
 }
 
-/// What an election did for one partition.
+/// What an operator's change (an election, a reassignment) did for one
+/// partition.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-pub struct ElectionResult {
+pub struct PartitionOutcome {
     pub topic: String,
     pub partition: i32,
     pub error: i16,
@@ -93,7 +94,7 @@ impl Controller {
         let (mut results, mut moves) = (Vec::new(), Vec::new());
         for (name, partitions) in wanted {
             for partition in partitions {
-                let mut r = ElectionResult { topic: name.clone(), partition, error: errors::NONE, message: None };
+                let mut r = PartitionOutcome { topic: name.clone(), partition, error: errors::NONE, message: None };
                 let topic = topics.get(&name).filter(|t| partition >= 0 && (partition as usize) < t.leaders.len());
                 let Some(t) = topic else {
                     r.error = errors::UNKNOWN_TOPIC_OR_PARTITION;
@@ -135,6 +136,7 @@ mod tests {
             replicas: vec![vec![1, 2, 3]],
             isr: vec![isr],
             epochs: vec![epoch],
+            moving: Default::default(),
         }
     }
 

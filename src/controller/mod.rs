@@ -25,12 +25,14 @@ mod elect;
 mod member;
 mod network;
 mod observer;
+mod reassign;
 mod replicas;
 mod requests;
 mod store;
 mod view;
 
-pub use elect::{Election, ElectionResult};
+pub use elect::{Election, PartitionOutcome};
+pub use reassign::{moves_under_way, Moving, Reassignment};
 pub use replicas::IsrChange;
 pub(crate) use requests::{BrokerAnswer, BrokerRequest};
 pub use view::{advertised_brokers, broker_address, AdvertisedBroker};
@@ -98,6 +100,9 @@ pub enum Command {
     /// `replica_lag_time_max_ms`: it leaves the in-sync replicas (the
     /// epoch checked as for `JoinIsr`).
     LeaveIsr(IsrChange),
+    /// Partition moves an operator asked for (AlterPartitionReassignments),
+    /// checked by the leader (`reassign`).
+    Reassign(Vec<Reassignment>),
 }
 
 /// A change to an existing topic.
@@ -145,6 +150,10 @@ pub struct ClusterTopic {
     /// Each partition's leader epoch, one more at every change of leader.
     #[serde(default)]
     pub epochs: Vec<i32>,
+    /// The partitions being moved to other brokers, by partition number
+    /// (`reassign`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub moving: BTreeMap<i32, Moving>,
 }
 
 /// A topic a broker asks the leader to create, checked by that broker.
@@ -397,6 +406,9 @@ impl Controller {
             BrokerRequest::AlterCredentials(changes) => return self.alter_credentials(changes).await,
             BrokerRequest::ElectLeaders { unclean, partitions } => {
                 return self.elect_leaders(unclean, partitions).await
+            }
+            BrokerRequest::Reassign { partitions, allow_factor_change } => {
+                return self.reassign_partitions(partitions, allow_factor_change).await
             }
         };
         self.write(command).await.map_or_else(|answer| answer, |_| BrokerAnswer::Ok)

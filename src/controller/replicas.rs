@@ -135,6 +135,7 @@ mod tests {
             replicas: vec![vec![1, 2, 3]],
             isr: vec![vec![1, 2]],
             epochs: vec![5],
+            moving: Default::default(),
         };
         let change = |broker, epoch| IsrChange { topic: "t".into(), partition: 0, broker, epoch };
         t.change_isr(&change(3, 4), true);

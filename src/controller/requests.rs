@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{BrokerInfo, ElectionResult, IsrChange, TopicAlteration, TopicResult, TopicSpec};
+use super::{BrokerInfo, IsrChange, PartitionOutcome, Reassignment, TopicAlteration, TopicResult, TopicSpec};
 use crate::{
     security::acl::Acl,
     shard::{
@@ -37,6 +37,13 @@ pub(crate) enum BrokerRequest {
         unclean: bool,
         partitions: Option<Vec<(String, Vec<i32>)>>,
     },
+    /// AlterPartitionReassignments: each partition's new replicas (None:
+    /// cancel its move); `allow_factor_change` false refuses a target of
+    /// another size (v1's flag).
+    Reassign {
+        partitions: Vec<Reassignment>,
+        allow_factor_change: bool,
+    },
 }
 
 #[derive(Serialize, Deserialize, Debug)]
@@ -64,7 +71,11 @@ pub(crate) enum BrokerAnswer {
     },
     Elected {
         index: u64,
-        results: Vec<ElectionResult>,
+        results: Vec<PartitionOutcome>,
+    },
+    Reassigned {
+        index: u64,
+        results: Vec<PartitionOutcome>,
     },
 }
 
@@ -75,7 +86,8 @@ impl BrokerAnswer {
             Self::Topics { index, .. }
             | Self::Acls { index, .. }
             | Self::Users { index, .. }
-            | Self::Elected { index, .. } => *index,
+            | Self::Elected { index, .. }
+            | Self::Reassigned { index, .. } => *index,
             _ => 0,
         }
     }

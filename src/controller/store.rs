@@ -417,10 +417,15 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
 impl ClusterState {
     /// A fenced broker (dead, or restarted and not registered again yet)
     /// joins nothing: acks=all would wait for it.
+    /// `c.broker` joins an in-sync set; a move it was the last target
+    /// replica out of sync for finishes (`reassign`).
     fn join_isr(&mut self, c: &crate::controller::IsrChange) {
         let fenced = self.brokers.get(&c.broker).is_none_or(|b| b.fenced);
+        let brokers = &self.brokers;
+        let is_fenced = |n: i32| brokers.get(&n).is_none_or(|b| b.fenced);
         if let Some(t) = self.topics.get_mut(&c.topic).filter(|_| !fenced) {
             t.change_isr(c, true);
+            t.finish_move(c.partition as usize, is_fenced);
         }
     }
 
@@ -472,6 +477,15 @@ impl ClusterState {
                 for e in &moves {
                     if let Some(t) = self.topics.get_mut(&e.topic) {
                         t.elect(e);
+                    }
+                }
+            }
+            Command::Reassign(moves) => {
+                let brokers = &self.brokers;
+                let is_fenced = |n: i32| brokers.get(&n).is_none_or(|b| b.fenced);
+                for m in moves {
+                    if let Some(t) = self.topics.get_mut(&m.topic).filter(|_| m.partition >= 0) {
+                        t.reassign(m.partition as usize, m.replicas, is_fenced);
                     }
                 }
             }
@@ -558,6 +572,7 @@ mod tests {
                 replicas: vec![vec![1, 2, 3]],
                 isr: vec![vec![1]],
                 epochs: vec![0],
+                moving: Default::default(),
             },
         );
         let join = |broker| {

@@ -70,6 +70,7 @@ pub const UNACCEPTABLE_CREDENTIAL: ErrorCode = 93;
 pub const PREFERRED_LEADER_NOT_AVAILABLE: ErrorCode = 80;
 pub const ELIGIBLE_LEADERS_NOT_AVAILABLE: ErrorCode = 83;
 pub const ELECTION_NOT_NEEDED: ErrorCode = 84;
+pub const NO_REASSIGNMENT_IN_PROGRESS: ErrorCode = 85;
 
 #[cfg(test)]
 mod tests {
@@ -145,6 +146,7 @@ mod tests {
             (PREFERRED_LEADER_NOT_AVAILABLE, E::PreferredLeaderNotAvailable),
             (ELIGIBLE_LEADERS_NOT_AVAILABLE, E::EligibleLeadersNotAvailable),
             (ELECTION_NOT_NEEDED, E::ElectionNotNeeded),
+            (NO_REASSIGNMENT_IN_PROGRESS, E::NoReassignmentInProgress),
         ];
         for (ours, kafka) in table {
             assert_eq!(ours, kafka.code(), "{kafka:?}");

@@ -367,6 +367,10 @@ async fn handle_other(
         Request::DeleteTopics(req) => respond!(authz::topics::delete_topics(shard, session, req).await),
         Request::CreatePartitions(req) => respond!(authz::topics::create_partitions(shard, session, req).await),
         Request::ElectLeaders(req) => respond!(handlers::elect_leaders::handle(shard, session, req).await),
+        Request::AlterReassignments(req) => {
+            respond!(handlers::reassignments::alter(shard, session, req, version).await)
+        }
+        Request::ListReassignments(req) => respond!(handlers::reassignments::list(shard, session, req)),
         Request::DescribeConfigs(req) => respond!(authz::topics::describe_configs(shard, session, req, version)),
         Request::DeleteRecords(req) => respond!(authz::topics::delete_records(shard, session, req).await),
         Request::DescribeCluster(req) => respond!(authz::topics::describe_cluster(shard, session, req)),
@@ -427,6 +431,8 @@ enum Request {
     DeleteTopics(DeleteTopicsRequest),
     CreatePartitions(CreatePartitionsRequest),
     ElectLeaders(ElectLeadersRequest),
+    AlterReassignments(AlterPartitionReassignmentsRequest),
+    ListReassignments(ListPartitionReassignmentsRequest),
     DescribeConfigs(DescribeConfigsRequest),
     AlterConfigs(AlterConfigsRequest),
     DescribeCluster(DescribeClusterRequest),
@@ -484,6 +490,8 @@ fn decode_body(key: ApiKey, version: i16, body: &mut Bytes) -> Result<Request, S
         ApiKey::DeleteTopics => decode!(DeleteTopics, DeleteTopicsRequest),
         ApiKey::CreatePartitions => decode!(CreatePartitions, CreatePartitionsRequest),
         ApiKey::ElectLeaders => decode!(ElectLeaders, ElectLeadersRequest),
+        ApiKey::AlterPartitionReassignments => decode!(AlterReassignments, AlterPartitionReassignmentsRequest),
+        ApiKey::ListPartitionReassignments => decode!(ListReassignments, ListPartitionReassignmentsRequest),
         ApiKey::DescribeConfigs => decode!(DescribeConfigs, DescribeConfigsRequest),
         ApiKey::AlterConfigs => decode!(AlterConfigs, AlterConfigsRequest),
         ApiKey::DescribeCluster => decode!(DescribeCluster, DescribeClusterRequest),

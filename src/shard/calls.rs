@@ -31,6 +31,7 @@ use crate::{
             EpochEnd, ListOffset, MarkerWritten, Metrics, OffsetFound, OpenFailure, Produce, Produced, ProducerIdError,
             Read, ReadOutcome, TopicOutcome, WaitForData, WriteTxnMarkers,
         },
+        reassignments::Reassign,
         Shard,
     },
     txn::{AddTxnPartitions, DescribeTxns, EndTxn, InitTxnProducer, ListTxns, ListedTxn, TxnDescription, TxnProducer},
@@ -151,7 +152,8 @@ cross_shard_calls! {
         |shard, AlterConfigs { changes, validate_only }| shard.alter_configs(changes, validate_only);
     DeleteTopics -> Vec<TopicOutcome> = |shard, DeleteTopics { names }| shard.delete_topics(names);
     ApplyTopics -> Vec<OpenFailure> = |shard, ApplyTopics { table }| shard.apply_topics(table);
-    ElectLeaders -> Result<Vec<crate::controller::ElectionResult>, String> = |shard, call| shard.elect_leaders(call);
+    ElectLeaders -> Result<Vec<crate::controller::PartitionOutcome>, String> = |shard, call| shard.elect_leaders(call);
+    Reassign -> Result<Vec<crate::controller::PartitionOutcome>, String> = |shard, call| shard.reassign_partitions(call);
     // To a group's coordinator shard.
     // A call for one group is None when this shard does not coordinate it
     // (its offsets partition is led elsewhere now); calls wait while the

@@ -6,7 +6,7 @@
 use std::rc::Rc;
 
 use crate::{
-    controller::{BrokerAnswer, BrokerRequest, ElectionResult},
+    controller::{BrokerAnswer, BrokerRequest, PartitionOutcome},
     protocol::errors,
     shard::{router, Shard},
 };
@@ -20,14 +20,15 @@ pub struct ElectLeaders {
 
 impl Shard {
     /// The election's result per partition, or why the quorum gave none.
-    pub(super) async fn elect_leaders(self: &Rc<Self>, call: ElectLeaders) -> Result<Vec<ElectionResult>, String> {
+    pub(super) async fn elect_leaders(self: &Rc<Self>, call: ElectLeaders) -> Result<Vec<PartitionOutcome>, String> {
         debug_assert_eq!(self.id, router::CONTROLLER);
         let table = self.topics();
         let mut answered = Vec::new();
         let mut asked = Vec::new();
         for (topic, partitions) in call.partitions.iter().flatten() {
             let meta = table.topics.get(topic.as_str());
-            // `__transaction_state` is each broker's own, with one replica.
+            // An internal topic this broker kept to itself (from before it
+            // joined a quorum) has one replica, here.
             let local = meta.is_some_and(|m| m.internal && m.replicas.is_empty()) || self.settings.cluster.is_none();
             if !local {
                 asked.push((topic.clone(), partitions.clone()));
@@ -40,7 +41,7 @@ impl Shard {
                 } else {
                     (errors::UNKNOWN_TOPIC_OR_PARTITION, format!("{topic}-{partition} does not exist"))
                 };
-                answered.push(ElectionResult { topic: topic.clone(), partition, error, message: Some(message) });
+                answered.push(PartitionOutcome { topic: topic.clone(), partition, error, message: Some(message) });
             }
         }
         let Some(link) = &self.settings.cluster else { return Ok(answered) };

@@ -12,6 +12,7 @@ pub mod credentials_admin;
 pub mod elections;
 pub mod messages;
 pub mod notify;
+pub mod reassignments;
 pub mod router;
 pub mod topic_configs;
 pub mod topic_errors;

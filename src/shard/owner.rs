@@ -484,13 +484,23 @@ impl Shard {
         let coordinators_gained = self.take_coordinator_leadership();
         let open: Vec<(String, i32)> = self.partitions.borrow().keys();
         for (topic, partition) in open {
+            // Reopened with new configs, or when a reassignment takes it
+            // between one replica and more: a replicated log syncs its own
+            // segments, a lone one is journaled (`open_partition`).
             let reconfigured = matches!(
                 (before.topics.get(topic.as_str()), table.topics.get(topic.as_str())),
                 (Some(old), Some(new)) if old.configs != new.configs
+                    || (old.replicas_of(partition).len() > 1) != (new.replicas_of(partition).len() > 1)
             );
             if reconfigured || router::host(&table, &topic, partition, self.count) != Some(self.id) {
                 let removed = self.partitions.borrow_mut().remove(&topic, partition);
-                let still_there = table.topics.get(topic.as_str()).is_some_and(|m| partition < m.partitions());
+                // Its files stay while this broker keeps a copy (reopened
+                // with new configs); a deleted partition, or a replica a
+                // reassignment moved away, deletes them (Kafka's StopReplica).
+                let still_there = table
+                    .topics
+                    .get(topic.as_str())
+                    .is_some_and(|m| partition < m.partitions() && table.hosted_here(m, partition));
                 if let Some(p) = removed {
                     self.retire_partition(p, still_there).await;
                 }

@@ -350,3 +350,12 @@ pub fn first_produce(w: &mut Wire, topic: &str, partition: i32, batch: bytes::By
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Starts broker `id` beside the brokers `start_cluster` started in `dir`,
+/// with broker 1's settings: it joins the cluster as a broker, not a voter.
+pub fn add_broker(dir: &Path, id: i32) -> Broker {
+    let first = std::fs::read_to_string(dir.join("b1.toml")).expect("broker 1's config");
+    let config = first.replacen("node_id = 1\n", &format!("node_id = {id}\n"), 1);
+    assert_ne!(config, first, "broker 1's config names no node_id = 1");
+    Broker::start_with_config(&dir.join(format!("b{id}")), 1, &config, &[])
+}

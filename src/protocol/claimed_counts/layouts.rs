@@ -94,6 +94,8 @@ pub(super) fn message(key: ApiKey) -> Option<Message> {
         ApiKey::OffsetForLeaderEpoch => (4, &OFFSET_FOR_LEADER_EPOCH_REQUEST),
         ApiKey::DescribeLogDirs => (2, &DESCRIBE_LOG_DIRS_REQUEST),
         ApiKey::ElectLeaders => (2, &ELECT_LEADERS_REQUEST),
+        ApiKey::AlterPartitionReassignments => (0, &ALTER_PARTITION_REASSIGNMENTS_REQUEST),
+        ApiKey::ListPartitionReassignments => (0, &LIST_PARTITION_REASSIGNMENTS_REQUEST),
         ApiKey::IncrementalAlterConfigs => (1, &INCREMENTAL_ALTER_CONFIGS_REQUEST),
         ApiKey::Produce => (9, &PRODUCE_REQUEST),
         ApiKey::Fetch => (12, &FETCH_REQUEST),
@@ -253,6 +255,20 @@ const ELECT_LEADERS_REQUEST: Struct = s(&[
     f("topic_partitions", 0, MAX, arr(&DESCRIBABLE_LOG_DIR_TOPIC)),
     f("timeout_ms", 0, MAX, I32),
 ]);
+
+// AlterPartitionReassignmentsRequest
+const ALTER_PARTITION_REASSIGNMENTS_REQUEST: Struct = s(&[
+    f("timeout_ms", 0, MAX, I32),
+    f("allow_replication_factor_change", 1, MAX, BOOL),
+    f("topics", 0, MAX, arr(&REASSIGNABLE_TOPIC)),
+]);
+const REASSIGNABLE_TOPIC: Struct = s(&[f("name", 0, MAX, STR), f("partitions", 0, MAX, arr(&REASSIGNABLE_PARTITION))]);
+const REASSIGNABLE_PARTITION: Struct =
+    s(&[f("partition_index", 0, MAX, I32), f("replicas", 0, MAX, Kind::Array(Elem::Fixed(4)))]);
+
+// ListPartitionReassignmentsRequest (its topics have DescribeLogDirs' topics' shape)
+const LIST_PARTITION_REASSIGNMENTS_REQUEST: Struct =
+    s(&[f("timeout_ms", 0, MAX, I32), f("topics", 0, MAX, arr(&DESCRIBABLE_LOG_DIR_TOPIC))]);
 
 // IncrementalAlterConfigsRequest
 const INCREMENTAL_ALTER_CONFIGS_REQUEST: Struct = s(&[

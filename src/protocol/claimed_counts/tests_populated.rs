@@ -296,6 +296,31 @@ pub fn elect_leaders(v: i16) -> ElectLeadersRequest {
     ElectLeadersRequest::default().with_election_type(kind).with_topic_partitions(Some(two(t, "elect-a", "elect-b")))
 }
 
+pub fn alter_partition_reassignments(v: i16) -> AlterPartitionReassignmentsRequest {
+    use kafka_protocol::messages::alter_partition_reassignments_request::{ReassignablePartition, ReassignableTopic};
+    let p = |i: i32, r: Option<Vec<i32>>| {
+        ReassignablePartition::default()
+            .with_partition_index(i)
+            .with_replicas(r.map(|r| r.into_iter().map(BrokerId).collect()))
+    };
+    let t = |n: &str| {
+        ReassignableTopic::default()
+            .with_name(topic(n))
+            .with_partitions(vec![p(0, Some(vec![1, 2])), p(1, None)])
+            .with_unknown_tagged_fields(unknown(v, 0))
+    };
+    AlterPartitionReassignmentsRequest::default()
+        .with_allow_replication_factor_change(v < 1)
+        .with_topics(two(t, "move-a", "move-b"))
+}
+
+pub fn list_partition_reassignments(_v: i16) -> ListPartitionReassignmentsRequest {
+    use kafka_protocol::messages::list_partition_reassignments_request::ListPartitionReassignmentsTopics;
+    let t =
+        |n: &str| ListPartitionReassignmentsTopics::default().with_name(topic(n)).with_partition_indexes(vec![0, 1]);
+    ListPartitionReassignmentsRequest::default().with_topics(Some(two(t, "moving-a", "moving-b")))
+}
+
 pub fn describe_log_dirs(_v: i16) -> DescribeLogDirsRequest {
     let t = |n: &str| DescribableLogDirTopic::default().with_topic(topic(n)).with_partitions(vec![0, 1]);
     DescribeLogDirsRequest::default().with_topics(Some(two(t, "dirs-a", "dirs-b")))

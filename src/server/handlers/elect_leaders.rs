@@ -12,7 +12,7 @@ use kafka_protocol::messages::{
 };
 
 use crate::{
-    controller::ElectionResult,
+    controller::PartitionOutcome,
     protocol::errors::{self, ErrorCode},
     security::{acl::Operation, Session},
     server::{authz::on_cluster, handlers::str_bytes},
@@ -45,7 +45,7 @@ fn refused(named: Option<Vec<(String, Vec<i32>)>>, code: ErrorCode, message: &st
         .into_iter()
         .flatten()
         .flat_map(|(topic, ps)| {
-            ps.into_iter().map(move |partition| ElectionResult {
+            ps.into_iter().map(move |partition| PartitionOutcome {
                 topic: topic.clone(),
                 partition,
                 error: code,
@@ -56,7 +56,7 @@ fn refused(named: Option<Vec<(String, Vec<i32>)>>, code: ErrorCode, message: &st
     respond(code, results)
 }
 
-fn respond(code: ErrorCode, results: Vec<ElectionResult>) -> ElectLeadersResponse {
+fn respond(code: ErrorCode, results: Vec<PartitionOutcome>) -> ElectLeadersResponse {
     let mut by_topic: BTreeMap<String, Vec<PartitionResult>> = BTreeMap::new();
     for r in results {
         let mut p = PartitionResult::default();

@@ -21,6 +21,7 @@ pub mod list_offsets;
 pub mod list_transactions;
 pub mod metadata;
 pub mod produce;
+pub mod reassignments;
 pub mod scram_credentials;
 pub mod txn_offset_commit;
 pub mod txn_route;
@@ -64,6 +65,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
     (ApiKey::DescribeLogDirs, 1, 4),
     (ApiKey::ElectLeaders, 0, 2),
+    (ApiKey::AlterPartitionReassignments, 0, 1),
+    (ApiKey::ListPartitionReassignments, 0, 0),
     (ApiKey::AddPartitionsToTxn, 0, 3),
     (ApiKey::AddOffsetsToTxn, 0, 3),
     (ApiKey::EndTxn, 0, 3),
