@@ -105,21 +105,31 @@ pub fn agreed_leaders(brokers: &[(i32, Broker)], topic: &str) -> Result<Vec<i32>
 /// replicas in sync (their partitions are opened before that, so a test's
 /// own topic does not queue behind them).
 pub fn wait_for_three(brokers: &[(i32, Broker)]) {
-    wait_for_brokers(brokers, &[1, 2, 3]);
-    for (_, b) in brokers {
+    wait_for_three_at(&addresses(brokers));
+}
+
+/// `wait_for_three` for the brokers listening at `addrs`.
+pub fn wait_for_three_at(addrs: &[String]) {
+    wait_for_brokers_at(addrs, &[1, 2, 3]);
+    for addr in addrs {
         for topic in ["__consumer_offsets", "__transaction_state"] {
-            wait_until(b, topic, "the internal topics led and in sync", |p| p.0 > 0 && p.2.len() == 3);
+            wait_until_at(addr, topic, "the internal topics led and in sync", |p| p.0 > 0 && p.2.len() == 3);
         }
     }
 }
 
 /// Waits until every broker of `brokers` lists exactly `ids`.
 pub fn wait_for_brokers(brokers: &[(i32, Broker)], ids: &[i32]) {
+    wait_for_brokers_at(&addresses(brokers), ids);
+}
+
+/// `wait_for_brokers` for the brokers listening at `addrs`.
+pub fn wait_for_brokers_at(addrs: &[String], ids: &[i32]) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let listed: Vec<Vec<i32>> = brokers
+        let listed: Vec<Vec<i32>> = addrs
             .iter()
-            .map(|(_, b)| metadata(b, Some(&[]), false).brokers.iter().map(|x| x.node_id.0).collect())
+            .map(|a| metadata_at(a, Some(&[]), false).brokers.iter().map(|x| x.node_id.0).collect())
             .collect();
         if listed.iter().all(|l| l == ids) {
             return;
@@ -127,6 +137,10 @@ pub fn wait_for_brokers(brokers: &[(i32, Broker)], ids: &[i32]) {
         assert!(Instant::now() < deadline, "the brokers never listed {ids:?}: {listed:?}");
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+fn addresses(brokers: &[(i32, Broker)]) -> Vec<String> {
+    brokers.iter().map(|(_, b)| b.bootstrap()).collect()
 }
 
 /// The broker with node id `id`.

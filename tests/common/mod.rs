@@ -10,6 +10,7 @@ pub mod consume;
 pub mod consumer_cli;
 pub mod load;
 pub mod members;
+pub mod netns;
 pub mod null_broker;
 pub mod offsets_schema;
 pub mod produce;
