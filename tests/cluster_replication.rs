@@ -447,7 +447,6 @@ fn five_records(first: usize) -> bytes::Bytes {
 /// offset, as Kafka's does. It catches up and is in sync again.
 #[test]
 fn a_follower_behind_its_leaders_log_start_starts_over_there() {
-    use kafka_protocol::messages::{delete_records_request, DeleteRecordsRequest, DeleteRecordsResponse};
     let _one = ONE_CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let mut brokers = start_three(dir.path());
@@ -469,17 +468,7 @@ fn a_follower_behind_its_leaders_log_start_starts_over_there() {
     // at 32, inside the batch of offsets 30..35.
     sigkill(&mut brokers, follower);
     std::fs::remove_dir_all(dir.path().join(format!("b{follower}"))).unwrap();
-    let mut trim = delete_records_request::DeleteRecordsPartition::default();
-    trim.partition_index = 0;
-    trim.offset = 32;
-    let mut t = delete_records_request::DeleteRecordsTopic::default();
-    t.name = TopicName(StrBytes::from_static_str("trimmed"));
-    t.partitions = vec![trim];
-    let mut req = DeleteRecordsRequest::default();
-    req.topics = vec![t];
-    req.timeout_ms = 10_000;
-    let resp: DeleteRecordsResponse = lw.call(ApiKey::DeleteRecords, 2, &req);
-    assert_eq!((resp.topics[0].partitions[0].error_code, resp.topics[0].partitions[0].low_watermark), (0, 32));
+    assert_eq!(delete_records(&mut lw, "trimmed", 32), (0, 32));
 
     restart(&mut brokers, follower);
     wait_for_brokers(&brokers, &[1, 2, 3]);
@@ -507,4 +496,80 @@ fn a_follower_behind_its_leaders_log_start_starts_over_there() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// DeleteRecords v2 of partition 0 of `topic` up to `offset`: (error, low watermark).
+fn delete_records(w: &mut Wire, topic: &str, offset: i64) -> (i16, i64) {
+    use kafka_protocol::messages::{delete_records_request, DeleteRecordsRequest, DeleteRecordsResponse};
+    let mut trim = delete_records_request::DeleteRecordsPartition::default();
+    trim.partition_index = 0;
+    trim.offset = offset;
+    let mut t = delete_records_request::DeleteRecordsTopic::default();
+    t.name = TopicName(StrBytes::from_string(topic.to_string()));
+    t.partitions = vec![trim];
+    let mut req = DeleteRecordsRequest::default();
+    req.topics = vec![t];
+    req.timeout_ms = 10_000;
+    let resp: DeleteRecordsResponse = w.call(ApiKey::DeleteRecords, 2, &req);
+    let p = &resp.topics[0].partitions[0];
+    (p.error_code, p.low_watermark)
+}
+
+/// ListOffsets v2 EARLIEST of partition 0 of `topic`: (error, offset).
+fn earliest(w: &mut Wire, topic: &str) -> (i16, i64) {
+    use kafka_protocol::messages::{list_offsets_request, ListOffsetsRequest, ListOffsetsResponse};
+    let mut p = list_offsets_request::ListOffsetsPartition::default();
+    p.partition_index = 0;
+    p.timestamp = -2;
+    let mut t = list_offsets_request::ListOffsetsTopic::default();
+    t.name = TopicName(StrBytes::from_string(topic.to_string()));
+    t.partitions = vec![p];
+    let mut req = ListOffsetsRequest::default();
+    req.replica_id = kafka_protocol::messages::BrokerId(-1);
+    req.topics = vec![t];
+    let resp: ListOffsetsResponse = w.call(ApiKey::ListOffsets, 2, &req);
+    let p = &resp.topics[0].partitions[0];
+    (p.error_code, p.offset)
+}
+
+/// A follower's log start follows its leader's (DeleteRecords here,
+/// retention alike): when the leader is lost, the new one starts where
+/// the old one did, and the deleted records stay deleted.
+#[test]
+fn records_deleted_at_the_leader_stay_deleted_after_a_leader_change() {
+    let _one = ONE_CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let mut brokers = start_three(dir.path());
+    wait_for_three(&brokers);
+    let mut w = Wire::connect(&broker(&brokers, 1).bootstrap());
+    assert_eq!(create(&mut w, "deleted", 1, 3, &[]).0, 0);
+    let placed = wait_until(broker(&brokers, 1), "deleted", "three in sync", |p| p.2 == vec![1, 2, 3]);
+    let leader = placed[0].0;
+    wait_until(broker(&brokers, leader), "deleted", "the leader has it", |p| p.0 == leader);
+    let mut lw = Wire::connect(&broker(&brokers, leader).bootstrap());
+    assert_eq!(first_produce(&mut lw, "deleted", 0, five_records(0), -1), 0);
+    for i in 1..8 {
+        assert_eq!(produce(&mut lw, "deleted", 0, five_records(i * 5), -1).0, 0);
+    }
+    assert_eq!(delete_records(&mut lw, "deleted", 22), (0, 22));
+    assert_eq!(earliest(&mut lw, "deleted"), (0, 22));
+    // acks=all: the followers have fetched since the delete, and their
+    // answers carried the leader's log start.
+    assert_eq!(produce(&mut lw, "deleted", 0, five_records(40), -1).0, 0);
+    assert_eq!(produce(&mut lw, "deleted", 0, five_records(45), -1).0, 0);
+
+    sigkill(&mut brokers, leader);
+    let survivor = (1..=3).find(|&id| id != leader).unwrap();
+    let moved = wait_until(broker(&brokers, survivor), "deleted", "a new leader", |p| p.0 > 0 && p.0 != leader);
+    let next = moved[0].0;
+    let mut nw = Wire::connect(&broker(&brokers, next).bootstrap());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let found = loop {
+        let found = earliest(&mut nw, "deleted");
+        if found.0 == 0 || Instant::now() > deadline {
+            break found;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(found, (0, 22), "broker {next}, the new leader, starts where broker {leader} did");
 }

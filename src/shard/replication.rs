@@ -304,7 +304,8 @@ impl Shard {
                 }
                 any_ok = true;
                 let records = answer.records.clone().filter(|r| !r.is_empty());
-                copies.push((topic.clone(), *partition, p.clone(), records, answer.high_watermark));
+                let marks = (answer.high_watermark, answer.log_start_offset);
+                copies.push((topic.clone(), *partition, p.clone(), records, marks));
             }
         }
         for (topic, partition, p, offset) in starts {
@@ -313,7 +314,7 @@ impl Shard {
         // The partitions' writes and syncs overlap: one round costs about
         // one sync, not one per partition.
         super::concurrent::for_each_bounded(
-            copies.into_iter().map(|(topic, partition, mut p, records, high_watermark)| async move {
+            copies.into_iter().map(|(topic, partition, mut p, records, (high_watermark, leader_start))| async move {
                 if let Some(records) = records {
                     // An empty log started at its leader's start, and the
                     // leader's batch holding that offset starts before it:
@@ -332,8 +333,18 @@ impl Shard {
                     }
                     p.appended.notify_all();
                 }
-                let mut r = p.replica.borrow_mut();
-                r.high_watermark = r.high_watermark.max(high_watermark.min(p.log.log_end()));
+                {
+                    let mut r = p.replica.borrow_mut();
+                    r.high_watermark = r.high_watermark.max(high_watermark.min(p.log.log_end()));
+                }
+                // The log start follows the leader's (retention,
+                // DeleteRecords), up to this copy's high watermark as in
+                // Kafka: a new leader then starts where the old one did.
+                if leader_start > p.log.log_start() && leader_start <= p.high_watermark() {
+                    if let Err(e) = p.log.delete_records(leader_start).await {
+                        log::warn!("shard {}: {} starting at its leader's {leader_start}: {e}", self.id, p.log.name());
+                    }
+                }
             }),
             COPIES_AT_ONCE,
         )
