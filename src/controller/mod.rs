@@ -35,7 +35,7 @@ pub use elect::{Election, PartitionOutcome};
 pub use reassign::{moves_under_way, Moving, Reassignment};
 pub use replicas::IsrChange;
 pub(crate) use requests::{BrokerAnswer, BrokerRequest};
-pub use view::{advertised_brokers, broker_address, AdvertisedBroker};
+pub use view::{advertised_brokers, broker_address, shard_port, AdvertisedBroker};
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -198,6 +198,11 @@ pub struct BrokerInfo {
     /// it had not written when it stopped).
     #[serde(default)]
     pub incarnation: u64,
+    /// The port each of its shards accepts follower fetches on, by shard,
+    /// at its first listener's host (`server::replica_ports`). Empty from
+    /// brokers of earlier versions: followers use the first listener.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shard_ports: Vec<u16>,
 }
 
 /// A number this process start is known by (`BrokerInfo::incarnation`).

@@ -559,7 +559,12 @@ mod tests {
     fn a_fenced_broker_joins_no_in_sync_set() {
         let mut state = ClusterState::default();
         for (id, fenced) in [(1, false), (2, false), (3, true)] {
-            let info = crate::controller::BrokerInfo { node_id: id, listeners: Vec::new(), incarnation: 1 };
+            let info = crate::controller::BrokerInfo {
+                node_id: id,
+                listeners: Vec::new(),
+                incarnation: 1,
+                shard_ports: Vec::new(),
+            };
             state.brokers.insert(id, crate::controller::BrokerEntry { info, fenced });
         }
         state.topics.insert(

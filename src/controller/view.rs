@@ -44,6 +44,16 @@ pub fn advertised_brokers(settings: &BrokerSettings, listener: &str) -> (Vec<Adv
     (brokers, controller)
 }
 
+/// The port broker `node_id`'s shard for this broker's shard `shard`
+/// accepts follower fetches on, if it told the quorum of any
+/// (`server::replica_ports`). Read when a follower connects, off the data
+/// path.
+pub fn shard_port(settings: &BrokerSettings, node_id: i32, shard: usize) -> Option<i32> {
+    let view = settings.cluster.as_ref()?.view.borrow();
+    let ports = &view.live(node_id)?.shard_ports;
+    (!ports.is_empty()).then(|| i32::from(ports[shard % ports.len()]))
+}
+
 /// Where a client on `listener` reaches the broker `node_id`, while the
 /// quorum has it unfenced. Like `advertised_brokers`, off the data path
 /// (FindCoordinator only).

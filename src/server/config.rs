@@ -40,6 +40,10 @@ pub struct ServeConfig {
     /// Kafka's `replica.lag.time.max.ms`: a follower that has not reached
     /// its leader's log end for this long leaves the in-sync replicas.
     pub replica_lag_time_max_ms: u64,
+    /// In a quorum, the port shard 0 accepts its followers' fetches on, at
+    /// the first listener's bind address; shard N takes this plus N. 0: each
+    /// shard takes a free port (`server::replica_ports`).
+    pub replica_fetch_port: u16,
     /// Partitions of `__consumer_offsets`, fixed when it is created at first
     /// start (Kafka's `offsets.topic.num.partitions`).
     pub offsets_topic_num_partitions: i32,
@@ -127,6 +131,7 @@ impl Default for ServeConfig {
             broker_heartbeat_interval_ms: 2000,
             broker_session_timeout_ms: 9000,
             replica_lag_time_max_ms: 30_000,
+            replica_fetch_port: 0,
             offsets_topic_num_partitions: 50,
             offsets_topic_replication_factor: 3,
             transaction_state_log_num_partitions: 50,

@@ -16,6 +16,7 @@ pub mod handlers;
 mod io_workers;
 pub mod listeners;
 pub mod memory;
+mod replica_ports;
 mod send;
 pub mod tls;
 
@@ -84,6 +85,7 @@ fn listeners_security(
 fn start_controller(
     config: &ServeConfig,
     listeners: &[listeners::Listener],
+    shard_ports: Vec<u16>,
     stop: &Arc<AtomicBool>,
 ) -> Result<Option<crate::controller::ControllerHandle>, String> {
     use crate::controller::{BrokerInfo, ControllerSettings, ListenerAddr};
@@ -105,6 +107,7 @@ fn start_controller(
             .map(|a| ListenerAddr { name: a.listener.clone(), host: a.host.clone(), port: a.port })
             .collect(),
         incarnation: crate::controller::new_incarnation(),
+        shard_ports,
     };
     let settings = ControllerSettings {
         node_id: config.node_id,
@@ -233,7 +236,10 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
     let mut metrics = metrics;
     let table = Arc::new(table);
     let stop = Arc::new(AtomicBool::new(false));
-    let controller = start_controller(&config, &listeners, &stop)?;
+    let replica = replica_ports::bind(&config, &listeners, cpus.len())?;
+    let shard_ports = replica_ports::ports(&replica);
+    let mut replica: Vec<Option<std::net::TcpListener>> = replica.into_iter().map(Some).collect();
+    let controller = start_controller(&config, &listeners, shard_ports, &stop)?;
     let settings = Arc::new(BrokerSettings {
         node_id: config.node_id,
         advertised_host: listeners[0].advertised.host.clone(),
@@ -280,11 +286,12 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
             (mesh.clone(), table.clone(), settings.clone(), stop.clone(), ready.clone(), acls.clone(), replay.clone());
         let (listeners, tls) = (listeners.clone(), tls.clone());
         let metrics = if index == 0 { metrics.take() } else { None };
+        let replica = replica.get_mut(index).and_then(Option::take);
         let handle = LocalExecutorBuilder::new(Placement::Fixed(cpu))
             .name(&format!("shard-{index}"))
             .spawn(move || async move {
                 let start = ShardStart { mesh, table, settings, listeners, tls, stop, ready };
-                run_shard(start, ShardExtras { maintenance_every, metrics, acls, replay }).await
+                run_shard(start, ShardExtras { maintenance_every, metrics, replica, acls, replay }).await
             })
             .map_err(|e| format!("cannot start shard on core {cpu}: {e}"))?;
         handles.push(handle);
@@ -433,14 +440,20 @@ fn bind(addr: std::net::SocketAddr) -> std::io::Result<Listener> {
 }
 
 /// Hands a bound std listener to glommio (the metrics endpoint's).
-#[allow(unsafe_code)]
 fn into_glommio(listener: std::net::TcpListener) -> std::io::Result<TcpListener> {
+    adopt(listener).map(|l| l.socket)
+}
+
+/// A bound std listener as this shard's (a follower fetch port).
+#[allow(unsafe_code)]
+fn adopt(listener: std::net::TcpListener) -> std::io::Result<Listener> {
     use std::os::fd::IntoRawFd;
     listener.set_nonblocking(true)?;
     let fd = listener.into_raw_fd();
     // SAFETY: `fd` is a bound, listening TCP socket whose ownership moves
     // into glommio's listener here; nothing else closes it.
-    Ok(unsafe { <TcpListener as std::os::fd::FromRawFd>::from_raw_fd(fd) })
+    let socket = unsafe { <TcpListener as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    Ok(Listener { socket, fd })
 }
 
 /// Takes a listening socket out of LISTEN state now. Dropping it is not
@@ -509,6 +522,9 @@ struct ShardStart {
 struct ShardExtras {
     maintenance_every: Duration,
     metrics: Option<std::net::TcpListener>,
+    /// In a quorum, where this shard accepts follower fetches
+    /// (`replica_ports`).
+    replica: Option<std::net::TcpListener>,
     /// The ACLs persisted, loaded once for every shard.
     acls: Arc<crate::security::acl::AclSet>,
     /// The journals the last run left, read once for every shard.
@@ -517,7 +533,7 @@ struct ShardExtras {
 
 async fn run_shard(start: ShardStart, extras: ShardExtras) -> Result<(), String> {
     let ShardStart { mesh, table, settings, listeners, tls, stop, ready } = start;
-    let ShardExtras { maintenance_every, metrics, acls, replay } = extras;
+    let ShardExtras { maintenance_every, metrics, replica, acls, replay } = extras;
     let (senders, receivers) = mesh.join().await.map_err(|e| format!("cannot join the shard mesh: {e}"))?;
     let shard = Shard::new(settings, senders, table.clone());
     shard.set_acls(acls);
@@ -573,6 +589,10 @@ async fn run_shard(start: ShardStart, extras: ShardExtras) -> Result<(), String>
                 return Err(format!("shard {}: cannot listen on {l}: {e}", shard.id));
             }
         }
+    }
+    if let (Some(replica), Some(first)) = (replica, listeners.first()) {
+        let socket = adopt(replica).map_err(|e| format!("shard {}: follower fetch listener: {e}", shard.id))?;
+        bound.push((first, socket));
     }
     ready.fetch_add(1, Ordering::AcqRel);
     let accepting: Vec<_> = bound

@@ -44,7 +44,10 @@ use std::{
 
 use glommio::channels::channel_mesh::{Receivers, Senders};
 
-use crate::storage::PartitionLog;
+use crate::{
+    protocol::errors::{self, ErrorCode},
+    storage::PartitionLog,
+};
 
 pub use calls::{CrossShard, Envelope, Unavailable};
 use notify::AppendNotify;
@@ -264,6 +267,23 @@ impl Shard {
 
     pub(crate) fn partition(&self, topic: &str, partition: i32) -> Option<Rc<Partition>> {
         self.partitions.borrow().get(topic, partition).cloned()
+    }
+
+    /// Why a request for `topic`/`partition` found no open partition on
+    /// this shard. In a quorum, a partition the table has is being opened
+    /// here (its leadership or its copy just came) or was just given
+    /// away: NOT_LEADER_OR_FOLLOWER, as Kafka answers for a partition its
+    /// metadata knows and its replica manager does not hold yet; clients
+    /// refresh their metadata and retry. Else UNKNOWN_TOPIC_OR_PARTITION.
+    pub(crate) fn no_partition_error(&self, topic: &str, partition: i32) -> ErrorCode {
+        let table = self.topics();
+        let known = table.node_id.is_some()
+            && table.topics.get(topic).is_some_and(|m| partition >= 0 && partition < m.partitions());
+        if known {
+            errors::NOT_LEADER_OR_FOLLOWER
+        } else {
+            errors::UNKNOWN_TOPIC_OR_PARTITION
+        }
     }
 
     /// Gives the batch cache what the shard's memory budget leaves once its

@@ -133,7 +133,8 @@ impl Shard {
         let Produce { topic, partition, batch, durable, sent } = call;
         let started = Instant::now();
         let Some(p) = self.partition(&topic, partition) else {
-            return produced(errors::UNKNOWN_TOPIC_OR_PARTITION, -1, -1, None, sent, started, &Default::default());
+            let error = self.no_partition_error(&topic, partition);
+            return produced(error, -1, -1, None, sent, started, &Default::default());
         };
         let mut timings = AppendTimings::default();
         if durable {
@@ -264,7 +265,7 @@ impl Shard {
         let mut taken = 0usize;
         for mut item in items {
             let Some(p) = self.partition(&item.topic, item.partition) else {
-                out.push(ReadOutcome::empty(errors::UNKNOWN_TOPIC_OR_PARTITION, -1, -1));
+                out.push(ReadOutcome::empty(self.no_partition_error(&item.topic, item.partition), -1, -1));
                 continue;
             };
             if replica >= 0 {
@@ -363,7 +364,7 @@ impl Shard {
     pub(super) async fn list_offset_local(&self, call: ListOffset) -> OffsetFound {
         let ListOffset { topic, partition, timestamp, read_committed } = call;
         let Some(p) = self.partition(&topic, partition) else {
-            return OffsetFound { error: errors::UNKNOWN_TOPIC_OR_PARTITION, offset: -1, timestamp: -1 };
+            return OffsetFound { error: self.no_partition_error(&topic, partition), offset: -1, timestamp: -1 };
         };
         match timestamp {
             -2 => OffsetFound { error: errors::NONE, offset: p.log.log_start(), timestamp: -1 },
@@ -397,7 +398,7 @@ impl Shard {
     pub(super) async fn delete_records_local(&self, call: DeleteRecords) -> OffsetFound {
         let DeleteRecords { topic, partition, offset } = call;
         let Some(p) = self.partition(&topic, partition) else {
-            return OffsetFound { error: errors::UNKNOWN_TOPIC_OR_PARTITION, offset: -1, timestamp: -1 };
+            return OffsetFound { error: self.no_partition_error(&topic, partition), offset: -1, timestamp: -1 };
         };
         match p.log.delete_records(offset).await {
             Ok(low_watermark) => OffsetFound { error: errors::NONE, offset: low_watermark, timestamp: -1 },

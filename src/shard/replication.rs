@@ -253,6 +253,9 @@ impl Shard {
     async fn connect_to(&self, leader: i32) -> Result<glommio::net::TcpStream, bool> {
         let listener = self.settings.listeners.first().map(|l| l.listener.clone()).unwrap_or_default();
         let (host, port) = crate::controller::broker_address(&self.settings, &listener, leader).ok_or(false)?;
+        // The leader's shard of this shard's number: it owns what this one
+        // follows when both brokers run as many shards (`replica_ports`).
+        let port = crate::controller::shard_port(&self.settings, leader, self.id).unwrap_or(port);
         let addr = format!("{host}:{port}");
         match glommio::net::TcpStream::connect(addr.as_str()).await {
             Ok(s) => {
@@ -501,7 +504,9 @@ impl Shard {
     /// The owner's answer to OffsetForLeaderEpoch: where epoch `asked` ends
     /// in this partition's log, as (epoch, end offset).
     pub(super) fn epoch_end_local(&self, topic: &str, partition: i32, asked: i32) -> (ErrorCode, i32, i64) {
-        let Some(p) = self.partition(topic, partition) else { return (errors::UNKNOWN_TOPIC_OR_PARTITION, -1, -1) };
+        let Some(p) = self.partition(topic, partition) else {
+            return (self.no_partition_error(topic, partition), -1, -1);
+        };
         let r = p.replica.borrow();
         let (epoch, end) = replica_files::epoch_end(&r.epochs, asked, p.log.log_start(), p.log.log_end());
         (errors::NONE, epoch, end)

@@ -38,12 +38,17 @@ pub fn start_cluster(dir: &Path, voters: i32, brokers: i32) -> Vec<(i32, Broker)
 /// `start_cluster` with `settings` (TOML lines) in place of the short
 /// heartbeat and session above.
 pub fn start_cluster_with(dir: &Path, voters: i32, brokers: i32, settings: &str) -> Vec<(i32, Broker)> {
+    start_cluster_of(dir, voters, brokers, 1, settings)
+}
+
+/// `start_cluster_with`, each broker running `cores` shards.
+pub fn start_cluster_of(dir: &Path, voters: i32, brokers: i32, cores: usize, settings: &str) -> Vec<(i32, Broker)> {
     let ports: Vec<u16> = (0..voters).map(|_| free_port()).collect();
     let quorum = (1..=voters).zip(&ports).map(|(id, p)| format!("{id}@127.0.0.1:{p}")).collect::<Vec<_>>().join(",");
     (1..=brokers)
         .map(|id| {
             let config = format!("node_id = {id}\ncontroller_quorum = \"{quorum}\"\n{settings}");
-            (id, Broker::start_with_config(&dir.join(format!("b{id}")), 1, &config, &[]))
+            (id, Broker::start_with_config(&dir.join(format!("b{id}")), cores, &config, &[]))
         })
         .collect()
 }
@@ -350,15 +355,16 @@ pub fn read_committed(bootstrap: &str, topic: &str, partitions: i32, want: usize
     got
 }
 
-/// A new partition's first produce at its leader: the leader's table has
-/// the partition a moment before it is open there, and until then the
-/// produce is told UNKNOWN_TOPIC_OR_PARTITION (3), which clients retry;
-/// so does this, for up to 10 s. The code it ends with.
+/// A new partition's first produce at its leader: until the leader's
+/// table has the topic the produce is told UNKNOWN_TOPIC_OR_PARTITION (3),
+/// and from then until the partition is open there NOT_LEADER_OR_FOLLOWER
+/// (6); clients retry both, and so does this, for up to 10 s. The code it
+/// ends with.
 pub fn first_produce(w: &mut Wire, topic: &str, partition: i32, batch: bytes::Bytes, acks: i16) -> i16 {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let code = super::wire::produce(w, topic, partition, batch.clone(), acks).0;
-        if code != 3 || Instant::now() >= deadline {
+        if !matches!(code, 3 | 6) || Instant::now() >= deadline {
             return code;
         }
         std::thread::sleep(Duration::from_millis(50));
