@@ -231,6 +231,11 @@ pub struct ServeArgs {
     /// this broker among them (its controller port). Absent: one broker alone.
     #[arg(long, value_name = "ID@HOST:PORT,...")]
     pub controller_quorum: Option<String>,
+    /// This broker's rack (Kafka's broker.rack), told to clients in
+    /// Metadata; with `replica_selector = "rack-aware"` consumers whose
+    /// client.rack matches read from this broker's copies.
+    #[arg(long)]
+    pub broker_rack: Option<String>,
 }
 
 impl ServeArgs {
@@ -284,6 +289,9 @@ impl ServeArgs {
         }
         if let Some(v) = self.controller_quorum {
             c.controller_quorum = Some(v);
+        }
+        if let Some(v) = self.broker_rack {
+            c.broker_rack = Some(v);
         }
         Ok(c)
     }

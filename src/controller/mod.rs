@@ -203,6 +203,9 @@ pub struct BrokerInfo {
     /// brokers of earlier versions: followers use the first listener.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shard_ports: Vec<u16>,
+    /// Its `broker_rack`, if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rack: Option<String>,
 }
 
 /// A number this process start is known by (`BrokerInfo::incarnation`).

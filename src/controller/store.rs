@@ -564,6 +564,7 @@ mod tests {
                 listeners: Vec::new(),
                 incarnation: 1,
                 shard_ports: Vec::new(),
+                rack: None,
             };
             state.brokers.insert(id, crate::controller::BrokerEntry { info, fenced });
         }

@@ -9,6 +9,7 @@ pub struct AdvertisedBroker {
     pub node_id: i32,
     pub host: String,
     pub port: i32,
+    pub rack: Option<String>,
 }
 
 /// The brokers a client on `listener` is told of, and the controller id
@@ -24,7 +25,7 @@ pub struct AdvertisedBroker {
 /// the controller thread writes it only when the log or the leader changes.
 pub fn advertised_brokers(settings: &BrokerSettings, listener: &str) -> (Vec<AdvertisedBroker>, i32) {
     let (host, port) = crate::server::listeners::advertised_for(settings, listener);
-    let me = AdvertisedBroker { node_id: settings.node_id, host: host.to_string(), port };
+    let me = AdvertisedBroker { node_id: settings.node_id, host: host.to_string(), port, rack: settings.rack.clone() };
     let Some(cluster) = &settings.cluster else {
         return (vec![me], settings.node_id);
     };
@@ -35,7 +36,8 @@ pub fn advertised_brokers(settings: &BrokerSettings, listener: &str) -> (Vec<Adv
         .filter(|b| !b.fenced && b.info.node_id != settings.node_id)
         .filter_map(|b| {
             let l = b.info.listeners.iter().find(|l| l.name == listener).or(b.info.listeners.first())?;
-            Some(AdvertisedBroker { node_id: b.info.node_id, host: l.host.clone(), port: l.port })
+            let (node_id, host, port, rack) = (b.info.node_id, l.host.clone(), l.port, b.info.rack.clone());
+            Some(AdvertisedBroker { node_id, host, port, rack })
         })
         .collect();
     brokers.push(me);

@@ -240,6 +240,20 @@ impl Scrape {
             MetricType::Gauge,
             shards.iter().map(|s| (l(&[shard(s)]), gauge(s.long_poll_waiters as i64))),
         )?;
+        family(
+            e,
+            "shardlog_follower_reads",
+            "Consumers' partition reads served from a copy this broker follows (KIP-392).",
+            MetricType::Counter,
+            shards.iter().map(|s| (l(&[shard(s)]), counter(s.follower_reads))),
+        )?;
+        family(
+            e,
+            "shardlog_read_replica_referrals",
+            "Fetch answers sending a consumer to an in-sync replica in its rack (replica_selector rack-aware).",
+            MetricType::Counter,
+            shards.iter().map(|s| (l(&[shard(s)]), counter(s.read_replica_referrals))),
+        )?;
         self.encode_journal(e)?;
         family(
             e,

@@ -87,6 +87,10 @@ pub struct ShardMetrics {
     pub authorization_denied: RefCell<BTreeMap<i16, u64>>,
     /// Fetches waiting for data right now.
     pub long_poll_waiters: Cell<u64>,
+    /// Consumers' partition reads served from a copy this broker follows
+    /// (KIP-392), and the leader's answers sending a consumer to one.
+    pub follower_reads: Cell<u64>,
+    pub read_replica_referrals: Cell<u64>,
     pub cross_shard_sent: Cell<u64>,
     pub cross_shard_received: Cell<u64>,
     /// Calls to other shards not yet answered.

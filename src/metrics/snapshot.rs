@@ -35,6 +35,8 @@ pub struct ShardSnapshot {
     pub fetch_errors: Vec<(i16, u64)>,
     pub authorization_denied: Vec<(i16, u64)>,
     pub long_poll_waiters: u64,
+    pub follower_reads: u64,
+    pub read_replica_referrals: u64,
     pub cross_shard_sent: u64,
     pub cross_shard_received: u64,
     pub cross_shard_outstanding: u64,

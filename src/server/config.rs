@@ -44,6 +44,14 @@ pub struct ServeConfig {
     /// the first listener's bind address; shard N takes this plus N. 0: each
     /// shard takes a free port (`server::replica_ports`).
     pub replica_fetch_port: u16,
+    /// Kafka's `broker.rack`: where this broker stands, told to clients in
+    /// Metadata and matched against a consumer's `client.rack`.
+    pub broker_rack: Option<String>,
+    /// Kafka's `replica.selector.class`: "leader" (the default: consumers
+    /// read from leaders) or "rack-aware" (a leader sends a consumer whose
+    /// `client.rack` names another in-sync replica's rack to that replica,
+    /// KIP-392). Either way a replica serves consumers' Fetch v11+.
+    pub replica_selector: String,
     /// Partitions of `__consumer_offsets`, fixed when it is created at first
     /// start (Kafka's `offsets.topic.num.partitions`).
     pub offsets_topic_num_partitions: i32,
@@ -132,6 +140,8 @@ impl Default for ServeConfig {
             broker_session_timeout_ms: 9000,
             replica_lag_time_max_ms: 30_000,
             replica_fetch_port: 0,
+            broker_rack: None,
+            replica_selector: "leader".into(),
             offsets_topic_num_partitions: 50,
             offsets_topic_replication_factor: 3,
             transaction_state_log_num_partitions: 50,
@@ -163,6 +173,16 @@ impl Default for ServeConfig {
 impl ServeConfig {
     pub fn from_toml(text: &str) -> Result<Self, String> {
         toml::from_str(text).map_err(|e| e.to_string())
+    }
+
+    /// Whether leaders send consumers to an in-sync replica in their rack
+    /// (`replica_selector`); an unknown selector is refused.
+    pub fn rack_aware_reads(&self) -> Result<bool, String> {
+        match self.replica_selector.as_str() {
+            "leader" => Ok(false),
+            "rack-aware" => Ok(true),
+            other => Err(format!("replica_selector {other:?}: expected \"leader\" or \"rack-aware\"")),
+        }
     }
 
     /// Where `/metrics` is served; `None` when disabled.

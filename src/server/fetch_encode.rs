@@ -17,6 +17,8 @@ pub struct PartitionOut {
     pub high_watermark: i64,
     pub last_stable_offset: i64,
     pub log_start: i64,
+    /// The replica the consumer should fetch from instead (v11+; -1: none).
+    pub preferred_read_replica: i32,
     /// Aborted transactions, (producer id, first offset), for read_committed.
     pub aborted: Vec<(i64, i64)>,
     pub records: Vec<Chunk>,
@@ -71,7 +73,7 @@ pub fn encode(correlation_id: i32, version: i16, answer: &crate::server::handler
                 }
             }
             if version >= 11 {
-                cur.put_i32(-1); // preferred_read_replica
+                cur.put_i32(p.preferred_read_replica);
             }
             let len: usize = p.records.iter().map(Chunk::len).sum();
             if flexible {
@@ -147,6 +149,7 @@ mod tests {
                         high_watermark: 42,
                         last_stable_offset: 42,
                         log_start: 3,
+                        preferred_read_replica: -1,
                         aborted: vec![(77, 10), (78, 12)],
                         records: vec![Bytes::from_static(b"first-batch").into(), Bytes::from_static(b"second").into()],
                     },
@@ -156,6 +159,7 @@ mod tests {
                         high_watermark: 7,
                         last_stable_offset: 7,
                         log_start: 0,
+                        preferred_read_replica: 3,
                         aborted: vec![],
                         records: vec![],
                     },
@@ -170,6 +174,7 @@ mod tests {
                     high_watermark: 1 << 40,
                     last_stable_offset: 1 << 40,
                     log_start: 9,
+                    preferred_read_replica: -1,
                     aborted: vec![],
                     records: vec![Bytes::from(vec![7u8; 200]).into(), file_chunk()],
                 }],
@@ -207,7 +212,8 @@ mod tests {
                         })
                         .collect(),
                 );
-                pd.preferred_read_replica = (-1).into();
+                // Not in the version before 11: the crate refuses to encode it.
+                pd.preferred_read_replica = if version >= 11 { p.preferred_read_replica } else { -1 }.into();
                 pd.records = Some(concat(&p.records).into());
                 ft.partitions.push(pd);
             }

@@ -108,6 +108,7 @@ fn start_controller(
             .collect(),
         incarnation: crate::controller::new_incarnation(),
         shard_ports,
+        rack: config.broker_rack.clone(),
     };
     let settings = ControllerSettings {
         node_id: config.node_id,
@@ -269,6 +270,8 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
         credentials_at_start: Arc::new(crate::security::credentials::Credentials::load(&config.data_dir)?),
         cluster: controller.as_ref().map(|c| c.link.clone()),
         replica_lag_max: Duration::from_millis(config.replica_lag_time_max_ms.max(100)),
+        rack: config.broker_rack.clone(),
+        rack_aware_reads: config.rack_aware_reads()?,
         internal_topics,
     });
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {

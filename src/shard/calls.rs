@@ -31,6 +31,7 @@ use crate::{
             EpochEnd, ListOffset, MarkerWritten, Metrics, OffsetFound, OpenFailure, Produce, Produced, ProducerIdError,
             Read, ReadOutcome, TopicOutcome, WaitForData, WriteTxnMarkers,
         },
+        nearest_replica::ApplyRacks,
         reassignments::Reassign,
         Shard,
     },
@@ -133,8 +134,8 @@ macro_rules! cross_shard_calls {
 
 cross_shard_calls! {
     Produce -> Produced = |shard, call| shard.produce_local(call);
-    Read -> Vec<ReadOutcome> = |shard, Read { items, max_bytes, read_committed, replica }| {
-        shard.read_local(items, max_bytes, read_committed, replica)
+    Read -> Vec<ReadOutcome> = |shard, Read { items, max_bytes, read_committed, replica, client_rack }| {
+        shard.read_local(items, max_bytes, read_committed, replica, client_rack)
     };
     WaitForData -> () = |shard, WaitForData { items, wait_ms, read_committed, replica }| {
         shard.wait_for_data(items, wait_ms, read_committed, replica)
@@ -230,6 +231,10 @@ cross_shard_calls! {
     ChangeAcls -> AclsChanged = |shard, call| shard.apply_acl_change(call);
     ApplyAcls -> () = |shard, ApplyAcls { acls }| {
         shard.set_acls(acls);
+        std::future::ready(())
+    };
+    ApplyRacks -> () = |shard, ApplyRacks { racks }| {
+        shard.set_racks(racks);
         std::future::ready(())
     };
     // SCRAM credentials: changed on the controller, then applied everywhere.

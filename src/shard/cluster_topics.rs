@@ -40,18 +40,25 @@ impl Shard {
         let mut view = link.view.clone();
         let asking = Rc::new(std::cell::Cell::new(false));
         loop {
-            let (applied, topics, acls, credentials, registered, live) = {
+            let (applied, topics, acls, credentials, registered, live, racks) = {
                 let v = view.borrow_and_update();
                 let me = v.brokers.get(&self.settings.node_id);
                 let registered = me.is_some_and(|b| !b.fenced && b.info.incarnation == link.incarnation);
                 let live = v.brokers.values().filter(|b| !b.fenced).count();
-                (v.applied, v.topics.clone(), v.acls.clone(), v.credentials.clone(), registered, live)
+                let racks: BTreeMap<i32, String> = v
+                    .brokers
+                    .iter()
+                    .filter(|(_, b)| !b.fenced)
+                    .filter_map(|(&id, b)| Some((id, b.info.rack.clone()?)))
+                    .collect();
+                (v.applied, v.topics.clone(), v.acls.clone(), v.credentials.clone(), registered, live, racks)
             };
             if registered {
                 self.ask_for_internal_topics(&link, &topics, live, &asking);
             }
             self.apply_cluster_topics(applied, topics, registered).await;
             self.apply_cluster_security(applied, acls, credentials).await;
+            self.apply_cluster_racks(racks).await;
             self.cluster_synced.set(applied);
             if view.changed().await.is_err() {
                 return;

@@ -36,13 +36,16 @@ pub struct ReadOutcome {
     pub aborted: Vec<(i64, i64)>,
     /// Whole batches, as stored (no copy was made to build them).
     pub chunks: Vec<Chunk>,
+    /// The replica the leader sends this consumer to, unread here
+    /// (`nearest_replica`).
+    pub preferred_replica: Option<i32>,
 }
 
 impl ReadOutcome {
     /// An answer without data: an error, or a partition left unread.
     pub fn empty(error: ErrorCode, high_watermark: i64, log_start: i64) -> Self {
         let last_stable_offset = if high_watermark < 0 { -1 } else { high_watermark };
-        Self { error, high_watermark, log_start, last_stable_offset, aborted: Vec::new(), chunks: Vec::new() }
+        Self { error, high_watermark, log_start, last_stable_offset, ..Self::default() }
     }
 }
 
@@ -130,6 +133,9 @@ pub struct Read {
     pub read_committed: bool,
     /// A follower's node id (reads to the log end), or -1 for a consumer.
     pub replica: i32,
+    /// A consumer's `client.rack` (Fetch v11+), for the rack-aware
+    /// replica selector (`nearest_replica`).
+    pub client_rack: Option<Arc<str>>,
 }
 
 /// Answer once any listed (topic, partition, offset) has data at or after

@@ -11,6 +11,7 @@ mod concurrent;
 pub mod credentials_admin;
 pub mod elections;
 pub mod messages;
+pub mod nearest_replica;
 pub mod notify;
 pub mod reassignments;
 pub mod router;
@@ -111,6 +112,11 @@ pub struct BrokerSettings {
     pub cluster: Option<crate::controller::ClusterLink>,
     /// `replica_lag_time_max_ms` (`shard::followers`).
     pub replica_lag_max: std::time::Duration,
+    /// `broker_rack`.
+    pub rack: Option<String>,
+    /// `replica_selector = "rack-aware"`: a leader sends a consumer to an
+    /// in-sync replica in the consumer's rack (KIP-392).
+    pub rack_aware_reads: bool,
     /// In a quorum: `__consumer_offsets` and `__transaction_state` as the
     /// quorum creates them, replicated (`cluster_topics::ask_for_internal_topics`).
     pub internal_topics: Vec<crate::controller::TopicSpec>,
@@ -193,6 +199,8 @@ pub struct Shard {
     acls: RefCell<Arc<crate::security::acl::AclSet>>,
     /// Serialises ACL changes on the controller.
     acl_permit: glommio::sync::Semaphore,
+    /// This shard's copy of the live brokers' racks (`nearest_replica`).
+    racks: RefCell<nearest_replica::Racks>,
     /// This shard's copy of the SCRAM credentials (`credentials_admin`).
     credentials: RefCell<Arc<crate::security::credentials::Credentials>>,
     /// Controller shard, in a metadata quorum: the last log index whose
@@ -248,6 +256,7 @@ impl Shard {
             controller_permit: glommio::sync::Semaphore::new(1),
             acls: RefCell::new(Arc::default()),
             acl_permit: glommio::sync::Semaphore::new(1),
+            racks: RefCell::new(Arc::default()),
             credentials,
             cluster_synced: Cell::new(0),
             journal: Default::default(),

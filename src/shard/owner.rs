@@ -214,6 +214,8 @@ impl Shard {
             fetch_errors: m.fetch_errors.borrow().iter().map(|(k, v)| (*k, *v)).collect(),
             authorization_denied: m.authorization_denied.borrow().iter().map(|(k, v)| (*k, *v)).collect(),
             long_poll_waiters: m.long_poll_waiters.get(),
+            follower_reads: m.follower_reads.get(),
+            read_replica_referrals: m.read_replica_referrals.get(),
             cross_shard_sent: m.cross_shard_sent.get(),
             cross_shard_received: m.cross_shard_received.get(),
             cross_shard_outstanding: m.cross_shard_outstanding.get(),
@@ -253,13 +255,17 @@ impl Shard {
     /// offset, with the aborted transactions overlapping them.
     /// `replica`: the node id of a follower fetching (it reads to the log
     /// end and tells the leader where its own log ends), or -1 for a
-    /// consumer (it reads below the high watermark).
+    /// consumer (it reads below the high watermark, here whether this
+    /// broker leads the partition or follows it). `client_rack`: a
+    /// consumer's rack, which may send it to another replica
+    /// (`nearest_replica`).
     pub(super) async fn read_local(
         self: &Rc<Self>,
         items: Vec<ReadItem>,
         max_bytes: usize,
         read_committed: bool,
         replica: i32,
+        client_rack: Option<Arc<str>>,
     ) -> Vec<ReadOutcome> {
         let mut out = Vec::with_capacity(items.len());
         let mut taken = 0usize;
@@ -273,6 +279,17 @@ impl Shard {
             }
             let (high_watermark, log_start) = (p.high_watermark(), p.log.log_start());
             let last_stable_offset = p.log.last_stable_offset().min(high_watermark);
+            if replica < 0 {
+                if let Some(node) = self.read_replica_for(&p, item.offset, client_rack.as_deref()) {
+                    crate::metrics::add(&self.metrics.read_replica_referrals, 1);
+                    let empty = ReadOutcome::empty(errors::NONE, high_watermark, log_start);
+                    out.push(ReadOutcome { last_stable_offset, preferred_replica: Some(node), ..empty });
+                    continue;
+                }
+                if !p.replica.borrow().leading && p.replica.borrow().replicated {
+                    crate::metrics::add(&self.metrics.follower_reads, 1);
+                }
+            }
             let readable_end = if replica >= 0 { p.log.log_end() } else { high_watermark };
             item.max_bytes = item.max_bytes.min(max_bytes.saturating_sub(taken));
             if item.max_bytes == 0 && taken > 0 {
@@ -306,6 +323,7 @@ impl Shard {
                         last_stable_offset: p.log.last_stable_offset().min(high_watermark),
                         aborted,
                         chunks: slice.chunks,
+                        preferred_replica: None,
                     }
                 }
                 Err(e) => {

@@ -336,9 +336,15 @@ impl Shard {
                     }
                     p.appended.notify_all();
                 }
-                {
+                let moved = {
                     let mut r = p.replica.borrow_mut();
+                    let before = r.high_watermark;
                     r.high_watermark = r.high_watermark.max(high_watermark.min(p.log.log_end()));
+                    r.high_watermark > before
+                };
+                if moved {
+                    // Consumers reading this copy (KIP-392) wait for it.
+                    p.appended.notify_all();
                 }
                 // The log start follows the leader's (retention,
                 // DeleteRecords), up to this copy's high watermark as in

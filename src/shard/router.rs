@@ -28,6 +28,17 @@ pub fn host(table: &TopicTable, topic: &str, partition: i32, shards: usize) -> O
     table.hosted_here(meta, partition).then_some(assigned % shards.max(1))
 }
 
+/// The shard a read of `topic`/`partition` goes to: its owner, or with
+/// `any_replica` (a consumer's Fetch v11+, KIP-392) the shard keeping this
+/// broker's copy, led here or followed.
+pub fn reader(table: &TopicTable, topic: &str, partition: i32, shards: usize, any_replica: bool) -> Option<ShardId> {
+    if any_replica {
+        host(table, topic, partition, shards)
+    } else {
+        owner(table, topic, partition, shards)
+    }
+}
+
 /// Why `topic`/`partition` has no owner here: NOT_LEADER_OR_FOLLOWER when
 /// another broker of the quorum leads it (the client refreshes its
 /// metadata and goes there), else UNKNOWN_TOPIC_OR_PARTITION.

@@ -43,11 +43,22 @@ pub fn start_cluster_with(dir: &Path, voters: i32, brokers: i32, settings: &str)
 
 /// `start_cluster_with`, each broker running `cores` shards.
 pub fn start_cluster_of(dir: &Path, voters: i32, brokers: i32, cores: usize, settings: &str) -> Vec<(i32, Broker)> {
+    start_cluster_each(dir, voters, brokers, cores, |_| settings.to_string())
+}
+
+/// `start_cluster_of`, broker `id` with `settings(id)`.
+pub fn start_cluster_each(
+    dir: &Path,
+    voters: i32,
+    brokers: i32,
+    cores: usize,
+    settings: impl Fn(i32) -> String,
+) -> Vec<(i32, Broker)> {
     let ports: Vec<u16> = (0..voters).map(|_| free_port()).collect();
     let quorum = (1..=voters).zip(&ports).map(|(id, p)| format!("{id}@127.0.0.1:{p}")).collect::<Vec<_>>().join(",");
     (1..=brokers)
         .map(|id| {
-            let config = format!("node_id = {id}\ncontroller_quorum = \"{quorum}\"\n{settings}");
+            let config = format!("node_id = {id}\ncontroller_quorum = \"{quorum}\"\n{}", settings(id));
             (id, Broker::start_with_config(&dir.join(format!("b{id}")), cores, &config, &[]))
         })
         .collect()

@@ -102,6 +102,7 @@ fn fetch_denied(partition: i32) -> PartitionOut {
         high_watermark: -1,
         last_stable_offset: -1,
         log_start: -1,
+        preferred_read_replica: -1,
         aborted: Vec::new(),
         records: Vec::new(),
     }

@@ -40,6 +40,7 @@ pub fn describe_cluster(
         broker.broker_id = BrokerId(b.node_id);
         broker.host = str_bytes(&b.host);
         broker.port = b.port;
+        broker.rack = b.rack.as_deref().map(str_bytes);
         response.brokers.push(broker);
     }
     response.cluster_id = str_bytes(&s.cluster_id);

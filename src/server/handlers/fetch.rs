@@ -18,6 +18,7 @@
 use std::{
     collections::BTreeMap,
     rc::Rc,
+    sync::Arc,
     time::{Duration, Instant},
 };
 
@@ -81,6 +82,13 @@ pub async fn handle(shard: &Rc<Shard>, request: FetchRequest, version: i16) -> F
     // A follower's fetch names its broker (v15+ in the replica state).
     let replica = if version >= 15 { request.replica_state.replica_id.0 } else { request.replica_id.0 };
     let replica = if shard.settings.cluster.is_some() { replica.max(-1) } else { -1 };
+    // A consumer's v11+ fetch may be served by any replica, and its rack
+    // may send it to one (KIP-392, `shard::nearest_replica`).
+    let reader = Reader {
+        replica,
+        any_replica: version >= 11 && replica < 0,
+        client_rack: (version >= 11 && !request.rack_id.is_empty()).then(|| Arc::from(request.rack_id.as_str())),
+    };
     let max_bytes = if request.max_bytes <= 0 { usize::MAX } else { request.max_bytes as usize };
     let max_bytes = max_bytes.min(limits::FETCH_RESPONSE_BYTES_MAX);
     let (items, named) = requested(shard, &request, version, max_bytes);
@@ -90,7 +98,7 @@ pub async fn handle(shard: &Rc<Shard>, request: FetchRequest, version: i16) -> F
     };
     let Plan { items, named, session_id, only_changed, rotated } = plan;
     loop {
-        let mut outcomes = read_round(shard, &items, max_bytes, read_committed, replica).await;
+        let mut outcomes = read_round(shard, &items, max_bytes, read_committed, &reader).await;
         for (o, n) in outcomes.iter_mut().zip(&named) {
             if n.unknown_id {
                 o.error = errors::UNKNOWN_TOPIC_ID;
@@ -98,9 +106,12 @@ pub async fn handle(shard: &Rc<Shard>, request: FetchRequest, version: i16) -> F
         }
         let total: usize = outcomes.iter().map(ReadOutcome::bytes).sum();
         let changed = |(o, last): (&ReadOutcome, &Option<(i64, i64)>)| {
-            o.error != errors::NONE || last.is_none_or(|last| last != (o.high_watermark, o.log_start))
+            o.error != errors::NONE
+                || o.preferred_replica.is_some()
+                || last.is_none_or(|last| last != (o.high_watermark, o.log_start))
         };
-        let any_error = outcomes.iter().any(|o| o.error != errors::NONE);
+        // An error, or a consumer sent elsewhere, is answered at once.
+        let any_error = outcomes.iter().any(|o| o.error != errors::NONE || o.preferred_replica.is_some());
         let now = Instant::now();
         if total >= min_bytes.max(1) || any_error || now >= deadline {
             for o in &outcomes {
@@ -118,8 +129,17 @@ pub async fn handle(shard: &Rc<Shard>, request: FetchRequest, version: i16) -> F
             let topics = respond(&items, &named, outcomes, &keep, rotated);
             return FetchAnswer { error: errors::NONE, session_id, topics };
         }
-        wait_for_any(shard, &items, deadline - now, read_committed, replica >= 0).await;
+        wait_for_any(shard, &items, deadline - now, read_committed, &reader).await;
     }
+}
+
+/// Who reads: a follower (its node id) or a consumer (-1), and where a
+/// consumer may be served.
+struct Reader {
+    replica: i32,
+    /// Any replica may serve this consumer (Fetch v11+).
+    any_replica: bool,
+    client_rack: Option<Arc<str>>,
 }
 
 /// The partitions the request names, with their topics as the answer must
@@ -267,13 +287,13 @@ async fn read_round(
     items: &[ReadItem],
     max_bytes: usize,
     read_committed: bool,
-    replica: i32,
+    reader: &Reader,
 ) -> Vec<ReadOutcome> {
     let table = shard.topics();
     let mut by_owner: BTreeMap<ShardId, Vec<usize>> = BTreeMap::new();
     let mut outcomes = vec![ReadOutcome::default(); items.len()];
     for (i, item) in items.iter().enumerate() {
-        match router::owner(&table, &item.topic, item.partition, shard.count) {
+        match router::reader(&table, &item.topic, item.partition, shard.count, reader.any_replica) {
             Some(owner) => by_owner.entry(owner).or_default().push(i),
             None => {
                 let error = router::no_owner_error(&table, &item.topic, item.partition);
@@ -284,11 +304,11 @@ async fn read_round(
     let mut tasks = Vec::new();
     for (owner, indices) in by_owner {
         let subset: Vec<ReadItem> = indices.iter().map(|&i| items[i].clone()).collect();
-        let shard = shard.clone();
+        let (shard, replica, client_rack) = (shard.clone(), reader.replica, reader.client_rack.clone());
         tasks.push((
             indices,
             glommio::spawn_local(async move {
-                shard.ask(owner, Read { items: subset, max_bytes, read_committed, replica }).await
+                shard.ask(owner, Read { items: subset, max_bytes, read_committed, replica, client_rack }).await
             }),
         ));
     }
@@ -319,11 +339,12 @@ async fn read_round(
 }
 
 /// Waits until an append reaches any requested partition, or `wait`.
-async fn wait_for_any(shard: &Rc<Shard>, items: &[ReadItem], wait: Duration, read_committed: bool, replica: bool) {
+async fn wait_for_any(shard: &Rc<Shard>, items: &[ReadItem], wait: Duration, read_committed: bool, reader: &Reader) {
     let table = shard.topics();
+    let replica = reader.replica >= 0;
     let mut by_owner: BTreeMap<ShardId, Vec<(TopicHandle, i32, i64)>> = BTreeMap::new();
     for item in items {
-        if let Some(owner) = router::owner(&table, &item.topic, item.partition, shard.count) {
+        if let Some(owner) = router::reader(&table, &item.topic, item.partition, shard.count, reader.any_replica) {
             by_owner.entry(owner).or_default().push((item.topic.clone(), item.partition, item.offset));
         }
     }
@@ -371,6 +392,7 @@ fn respond(
             high_watermark: o.high_watermark,
             last_stable_offset: o.last_stable_offset,
             log_start: o.log_start,
+            preferred_read_replica: o.preferred_replica.unwrap_or(-1),
             aborted: o.aborted,
             records: o.chunks,
         };

@@ -52,6 +52,7 @@ pub async fn handle(shard: &Rc<Shard>, request: MetadataRequest, version: i16, s
         broker.node_id = b.node_id.into();
         broker.host = str_bytes(&b.host);
         broker.port = b.port;
+        broker.rack = b.rack.as_deref().map(str_bytes);
         response.brokers.push(broker);
     }
     response.cluster_id = Some(str_bytes(&shard.settings.cluster_id));
