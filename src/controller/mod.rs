@@ -21,6 +21,7 @@
 //! alone, as before.
 
 mod changes;
+mod directory;
 mod elect;
 mod member;
 mod network;
@@ -206,6 +207,10 @@ pub struct BrokerInfo {
     /// Its `broker_rack`, if it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rack: Option<String>,
+    /// A voter's controller directory id (`directory`): a new one after
+    /// it lost its directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub directory_id: Option<String>,
 }
 
 /// A number this process start is known by (`BrokerInfo::incarnation`).
@@ -336,6 +341,8 @@ impl ControllerHandle {
 /// One quorum member, shared by its tasks.
 pub(crate) struct Controller {
     node_id: u64,
+    /// Told with each vote (`directory`).
+    directory_id: Option<String>,
     raft: Raft<TypeConfig>,
     voters: BTreeMap<u64, BasicNode>,
     published: Published,
@@ -533,12 +540,13 @@ const LEAVE_LIMIT: Duration = Duration::from_secs(3);
 
 /// Starts this broker's quorum member on a thread of its own; returns once
 /// its port is bound and its log loaded, with the view the shards read.
-pub fn start(settings: ControllerSettings) -> Result<ControllerHandle, String> {
+pub fn start(mut settings: ControllerSettings) -> Result<ControllerHandle, String> {
     let (me, incarnation) = (settings.node_id as u64, settings.broker.incarnation);
     let Some(node) = settings.voters.get(&me) else {
         return observer::start(settings);
     };
     let bind = node.addr.clone();
+    settings.broker.directory_id = Some(directory::load_or_create(&settings.dir)?);
     let (tx, rx) = tokio::sync::watch::channel(ClusterView::default());
     let published: Published = Arc::new(tx);
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), String>>();
@@ -605,7 +613,7 @@ async fn open(
     };
     let config = Arc::new(config.validate().map_err(|e| format!("controller settings: {e}"))?);
     let me = settings.node_id as u64;
-    let raft = Raft::new(me, config, network::Network, log, sm)
+    let raft = Raft::new(me, config, network::Network { published: published.clone() }, log, sm)
         .await
         .map_err(|e| format!("cannot start the controller: {e}"))?;
     // Every member proposes the same first membership; those that already
@@ -616,6 +624,7 @@ async fn open(
     }
     let controller = Arc::new(Controller {
         node_id: me,
+        directory_id: settings.broker.directory_id.clone(),
         raft,
         voters: settings.voters.clone(),
         published,

@@ -24,7 +24,7 @@ use tokio::{
     net::{TcpListener, TcpStream},
 };
 
-use super::{BrokerRequest, Controller, TypeConfig};
+use super::{directory, BrokerRequest, Controller, Published, TypeConfig};
 
 type NodeId = u64;
 
@@ -65,11 +65,13 @@ pub(super) struct Peer {
     target: NodeId,
     addr: String,
     conn: Option<TcpStream>,
+    /// The applied log's view, for the directory ids voters registered.
+    published: Option<Published>,
 }
 
 impl Peer {
     pub(super) fn new(target: NodeId, addr: String) -> Self {
-        Self { target, addr, conn: None }
+        Self { target, addr, conn: None, published: None }
     }
 
     /// Sends `rpc` and reads its answer within `ttl`; a failed call drops the
@@ -113,13 +115,15 @@ impl Peer {
     }
 }
 
-pub(super) struct Network;
+pub(super) struct Network {
+    pub(super) published: Published,
+}
 
 impl RaftNetworkFactory<TypeConfig> for Network {
     type Network = Peer;
 
     async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> Peer {
-        Peer::new(target, node.addr.clone())
+        Peer { published: Some(self.published.clone()), ..Peer::new(target, node.addr.clone()) }
     }
 }
 
@@ -146,7 +150,23 @@ impl RaftNetwork<TypeConfig> for Peer {
         rpc: VoteRequest<NodeId>,
         option: RPCOption,
     ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
-        self.raft_call(Rpc::Vote(rpc), option).await
+        let (mut answer, answered): (VoteResponse<NodeId>, Option<String>) =
+            self.raft_call(Rpc::Vote(rpc), option).await?;
+        let registered = self.published.as_ref().and_then(|p| {
+            let view = p.borrow();
+            view.brokers.get(&(self.target as i32)).and_then(|b| b.info.directory_id.clone())
+        });
+        if answer.vote_granted && !directory::vote_counts(registered.as_deref(), answered.as_deref()) {
+            log::warn!(
+                "controller: voter {}'s vote not counted: it answered from directory {} where the log registers {} \
+                 (it lost its directory; it votes again once it registered the new one)",
+                self.target,
+                answered.as_deref().unwrap_or("(none)"),
+                registered.as_deref().unwrap_or("(none)")
+            );
+            answer.vote_granted = false;
+        }
+        Ok(answer)
     }
 }
 
@@ -171,7 +191,10 @@ pub(super) async fn serve(listener: TcpListener, controller: Arc<Controller>) {
                 };
                 let written = match rpc {
                     Rpc::Append(r) => write_frame(&mut stream, &controller.raft.append_entries(r).await).await,
-                    Rpc::Vote(r) => write_frame(&mut stream, &controller.raft.vote(r).await).await,
+                    Rpc::Vote(r) => {
+                        let answer = controller.raft.vote(r).await.map(|v| (v, controller.directory_id.clone()));
+                        write_frame(&mut stream, &answer).await
+                    }
                     Rpc::Snapshot(r) => write_frame(&mut stream, &controller.raft.install_snapshot(r).await).await,
                     Rpc::Broker(r) => write_frame(&mut stream, &controller.broker_request(r).await).await,
                     Rpc::Watch(since) => write_frame(&mut stream, &controller.watch(since).await).await,

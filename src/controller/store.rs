@@ -565,6 +565,7 @@ mod tests {
                 incarnation: 1,
                 shard_ports: Vec::new(),
                 rack: None,
+                directory_id: None,
             };
             state.brokers.insert(id, crate::controller::BrokerEntry { info, fenced });
         }

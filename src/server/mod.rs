@@ -109,6 +109,8 @@ fn start_controller(
         incarnation: crate::controller::new_incarnation(),
         shard_ports,
         rack: config.broker_rack.clone(),
+        // The controller's, set when its directory is opened.
+        directory_id: None,
     };
     let settings = ControllerSettings {
         node_id: config.node_id,
