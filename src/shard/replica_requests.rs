@@ -89,3 +89,24 @@ pub(super) async fn exchange(
     let response = crate::client::nonblocking::read_response::<FetchResponse>(stream, ApiKey::Fetch, version).await?;
     Ok(response.body)
 }
+
+/// A followed partition as a fetch asked for it: its leader epoch
+/// (checked against the leader) and where its log ended.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Asked {
+    epoch: i32,
+    log_end: i64,
+}
+
+impl Asked {
+    pub(super) fn now(p: &Partition) -> Self {
+        Self { epoch: p.replica.borrow().epoch, log_end: p.log.log_end() }
+    }
+
+    /// Still following under the epoch asked, checked, with the log ending
+    /// where it did: the answer continues this log.
+    pub(super) fn still(&self, p: &Partition) -> bool {
+        let r = p.replica.borrow();
+        !r.leading && r.epoch == self.epoch && r.checked_epoch == Some(self.epoch) && p.log.log_end() == self.log_end
+    }
+}

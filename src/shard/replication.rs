@@ -30,7 +30,7 @@ use std::{
 use kafka_protocol::messages::{ApiKey, FetchResponse, OffsetForLeaderEpochResponse};
 
 use super::{
-    replica_requests::{epoch_request, exchange, fetch_request, EPOCH_REQUEST_VERSION},
+    replica_requests::{epoch_request, exchange, fetch_request, Asked, EPOCH_REQUEST_VERSION},
     topics::{TopicHandle, TopicMeta, TopicTable},
     Partition, Shard,
 };
@@ -232,9 +232,10 @@ impl Shard {
             }
             correlation = correlation.wrapping_add(1);
             let request = fetch_request(me, &followed);
+            let asked: Vec<Asked> = followed.iter().map(|(_, _, p)| Asked::now(p)).collect();
             match exchange(stream, correlation, &request).await {
                 Ok(response) => {
-                    if !self.take_answer(leader, &followed, response).await {
+                    if !self.take_answer(leader, &followed, &asked, response).await {
                         glommio::timer::sleep(RETRY_PAUSE).await;
                     }
                 }
@@ -273,10 +274,18 @@ impl Shard {
     /// Appends a leader's answer to the followed partitions; false when
     /// every partition came back with an error (the leader moved, or does
     /// not know yet that it leads), so the loop pauses before asking again.
+    ///
+    /// An answer is taken only for a partition still as it was asked
+    /// (`Asked`): a table applied meanwhile may have moved it to a new
+    /// leader epoch, checked against the new leader already, and the old
+    /// leader's records would then stay in this log, diverged (the
+    /// checker saw a batch of epoch 3 on one replica where the others held
+    /// epoch 4's).
     async fn take_answer(
         &self,
         leader: i32,
         followed: &[(TopicHandle, i32, Rc<Partition>)],
+        asked: &[Asked],
         response: FetchResponse,
     ) -> bool {
         let mut any_ok = false;
@@ -284,11 +293,20 @@ impl Shard {
         let mut starts = Vec::new();
         for t in &response.responses {
             for answer in &t.partitions {
-                let Some((topic, partition, p)) =
-                    followed.iter().find(|(n, i, _)| &**n == t.topic.0.as_str() && *i == answer.partition_index)
+                let Some(at) =
+                    followed.iter().position(|(n, i, _)| &**n == t.topic.0.as_str() && *i == answer.partition_index)
                 else {
                     continue;
                 };
+                let ((topic, partition, p), asked) = (&followed[at], asked[at]);
+                if !asked.still(p) {
+                    log::debug!(
+                        "shard {}: {} moved on since broker {leader} was asked; answer dropped",
+                        self.id,
+                        p.log.name()
+                    );
+                    continue;
+                }
                 if answer.error_code == errors::OFFSET_OUT_OF_RANGE && p.log.log_end() < answer.log_start_offset {
                     // The leader no longer has where this log ends
                     // (retention or DeleteRecords moved its start on).
@@ -308,7 +326,7 @@ impl Shard {
                 any_ok = true;
                 let records = answer.records.clone().filter(|r| !r.is_empty());
                 let marks = (answer.high_watermark, answer.log_start_offset);
-                copies.push((topic.clone(), *partition, p.clone(), records, marks));
+                copies.push((topic.clone(), *partition, p.clone(), records, marks, asked));
             }
         }
         for (topic, partition, p, offset) in starts {
@@ -317,44 +335,50 @@ impl Shard {
         // The partitions' writes and syncs overlap: one round costs about
         // one sync, not one per partition.
         super::concurrent::for_each_bounded(
-            copies.into_iter().map(|(topic, partition, mut p, records, (high_watermark, leader_start))| async move {
-                if let Some(records) = records {
-                    // An empty log started at its leader's start, and the
-                    // leader's batch holding that offset starts before it:
-                    // the log starts with the whole batch, as Kafka's does.
-                    let first = BatchHeader::parse(&records, usize::MAX).map(|h| h.base_offset).ok();
-                    let end = p.log.log_end();
-                    if let Some(base) = first.filter(|&b| b < end && p.log.log_start() == end) {
-                        match self.rewrite(&topic, partition, &p, Rewrite::StartAt(base), leader).await {
-                            Some(reopened) => p = reopened,
-                            None => return,
+            copies.into_iter().map(
+                |(topic, partition, mut p, records, (high_watermark, leader_start), asked)| async move {
+                    if let Some(records) = records {
+                        // An empty log started at its leader's start, and the
+                        // leader's batch holding that offset starts before it:
+                        // the log starts with the whole batch, as Kafka's does.
+                        let first = BatchHeader::parse(&records, usize::MAX).map(|h| h.base_offset).ok();
+                        let end = p.log.log_end();
+                        if let Some(base) = first.filter(|&b| b < end && p.log.log_start() == end) {
+                            match self.rewrite(&topic, partition, &p, Rewrite::StartAt(base), leader).await {
+                                Some(reopened) => p = reopened,
+                                None => return,
+                            }
+                        }
+                        if let Err(e) = self.copy(&p, &records, asked).await {
+                            log::warn!("shard {}: copying {} from broker {leader}: {e}", self.id, p.log.name());
+                            return;
+                        }
+                        p.appended.notify_all();
+                    }
+                    let moved = {
+                        let mut r = p.replica.borrow_mut();
+                        let before = r.high_watermark;
+                        r.high_watermark = r.high_watermark.max(high_watermark.min(p.log.log_end()));
+                        r.high_watermark > before
+                    };
+                    if moved {
+                        // Consumers reading this copy (KIP-392) wait for it.
+                        p.appended.notify_all();
+                    }
+                    // The log start follows the leader's (retention,
+                    // DeleteRecords), up to this copy's high watermark as in
+                    // Kafka: a new leader then starts where the old one did.
+                    if leader_start > p.log.log_start() && leader_start <= p.high_watermark() {
+                        if let Err(e) = p.log.delete_records(leader_start).await {
+                            log::warn!(
+                                "shard {}: {} starting at its leader's {leader_start}: {e}",
+                                self.id,
+                                p.log.name()
+                            );
                         }
                     }
-                    if let Err(e) = self.copy(&p, &records).await {
-                        log::warn!("shard {}: copying {} from broker {leader}: {e}", self.id, p.log.name());
-                        return;
-                    }
-                    p.appended.notify_all();
-                }
-                let moved = {
-                    let mut r = p.replica.borrow_mut();
-                    let before = r.high_watermark;
-                    r.high_watermark = r.high_watermark.max(high_watermark.min(p.log.log_end()));
-                    r.high_watermark > before
-                };
-                if moved {
-                    // Consumers reading this copy (KIP-392) wait for it.
-                    p.appended.notify_all();
-                }
-                // The log start follows the leader's (retention,
-                // DeleteRecords), up to this copy's high watermark as in
-                // Kafka: a new leader then starts where the old one did.
-                if leader_start > p.log.log_start() && leader_start <= p.high_watermark() {
-                    if let Err(e) = p.log.delete_records(leader_start).await {
-                        log::warn!("shard {}: {} starting at its leader's {leader_start}: {e}", self.id, p.log.name());
-                    }
-                }
-            }),
+                },
+            ),
             COPIES_AT_ONCE,
         )
         .await;
@@ -369,14 +393,24 @@ impl Shard {
     /// partition per round, 20× the p50 of acks=all). The epochs the
     /// records start are saved first, so a crash never leaves records of an
     /// epoch the file does not name.
-    async fn copy(&self, p: &Rc<Partition>, records: &[u8]) -> Result<(), String> {
+    /// `asked`: how the partition was when the leader was asked; records
+    /// are appended only while it still is (checked in the same turn as
+    /// the append is queued).
+    async fn copy(&self, p: &Rc<Partition>, records: &[u8], asked: Asked) -> Result<(), String> {
+        let moved = || format!("moved to leader epoch {} since it was asked", p.replica.borrow().epoch);
         let learned = {
             let r = p.replica.borrow();
             epochs_after(&r.epochs, records, p.log.log_end())
         };
         if let Some(epochs) = learned {
             save_epochs(p, &epochs).await.map_err(|e| format!("cannot save its leader epochs: {e}"))?;
+            if !asked.still(p) {
+                return Err(moved());
+            }
             p.replica.borrow_mut().epochs = epochs;
+        }
+        if !asked.still(p) {
+            return Err(moved());
         }
         let end = p.log.append_copied(records).await.map_err(|e| e.to_string())?;
         let (p, shard) = (p.clone(), self.id);

@@ -225,18 +225,31 @@ pub fn wait_until_at(
 }
 
 /// The batches in a replica's segment files of `topic`-`p`, concatenated
-/// (the zero padding after each file's last batch left out).
+/// (the zero padding after each file's last batch left out). Empty while
+/// the directory is not there: a broker that lost its data directory
+/// makes it again once it copies the partition (until its registration
+/// is applied, the views may still list it in sync); a file removed while
+/// it is read (a segment deleted) ends what is returned.
 pub fn log_bytes(dir: &Path, id: i32, topic: &str, p: i32) -> Vec<u8> {
     let pdir = dir.join(format!("b{id}/{topic}-{p}"));
-    let mut files: Vec<_> = std::fs::read_dir(&pdir)
-        .unwrap_or_else(|e| panic!("{}: {e}", pdir.display()))
-        .map(|e| e.unwrap().path())
+    let entries = match std::fs::read_dir(&pdir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
+        Err(e) => panic!("{}: {e}", pdir.display()),
+    };
+    let mut files: Vec<_> = entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|x| x == "log"))
         .collect();
     files.sort();
     let mut out = Vec::new();
     for f in files {
-        let bytes = std::fs::read(&f).unwrap();
+        let bytes = match std::fs::read(&f) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
+            Err(e) => panic!("{}: {e}", f.display()),
+        };
         let mut at = 0;
         while at + 12 <= bytes.len() {
             let len = i32::from_be_bytes(bytes[at + 8..at + 12].try_into().unwrap());
