@@ -99,6 +99,10 @@ pub(super) struct Asked {
 }
 
 impl Asked {
+    pub(super) fn epoch(&self) -> i32 {
+        self.epoch
+    }
+
     pub(super) fn now(p: &Partition) -> Self {
         Self { epoch: p.replica.borrow().epoch, log_end: p.log.log_end() }
     }

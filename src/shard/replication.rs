@@ -336,7 +336,7 @@ impl Shard {
         // one sync, not one per partition.
         super::concurrent::for_each_bounded(
             copies.into_iter().map(
-                |(topic, partition, mut p, records, (high_watermark, leader_start), asked)| async move {
+                |(topic, partition, mut p, records, (high_watermark, leader_start), mut asked)| async move {
                     if let Some(records) = records {
                         // An empty log started at its leader's start, and the
                         // leader's batch holding that offset starts before it:
@@ -345,7 +345,16 @@ impl Shard {
                         let end = p.log.log_end();
                         if let Some(base) = first.filter(|&b| b < end && p.log.log_start() == end) {
                             match self.rewrite(&topic, partition, &p, Rewrite::StartAt(base), leader).await {
-                                Some(reopened) => p = reopened,
+                                Some(reopened) => {
+                                    // Emptied: nothing in it to disagree
+                                    // with the leader it was asked under.
+                                    let epoch = reopened.replica.borrow().epoch;
+                                    if epoch == asked.epoch() {
+                                        reopened.replica.borrow_mut().checked_epoch = Some(epoch);
+                                    }
+                                    asked = Asked::now(&reopened);
+                                    p = reopened
+                                }
                                 None => return,
                             }
                         }
