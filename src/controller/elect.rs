@@ -5,6 +5,15 @@
 //! unclean election does. The leader checks each partition against the
 //! applied log and writes the moves as one entry, which every member
 //! applies only if the partition's epoch is still the one checked.
+//!
+//! Kafka's `auto.leader.rebalance.enable` too (`rebalance_leaders`): every
+//! `leader_imbalance_check_interval_seconds` the quorum's leader gives
+//! their preferred replicas back the partitions of each broker whose share
+//! led elsewhere passes `leader_imbalance_per_broker_percentage`, as a
+//! preferred election would (a broker back from a restart leads again
+//! without an operator).
+
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use serde::{Deserialize, Serialize};
 
@@ -123,6 +132,72 @@ impl Controller {
     }
 }
 
+/// When and how far leaders are rebalanced (`rebalance_leaders`).
+#[derive(Debug, Clone, Copy)]
+pub struct Rebalance {
+    pub every: Duration,
+    /// Kafka's `leader.imbalance.per.broker.percentage`.
+    pub percentage: u32,
+}
+
+/// The partitions to give back to their preferred replicas: for each
+/// broker whose share of the partitions it is preferred for, led by
+/// another broker, is above `percentage`, those partitions (by topic).
+pub fn imbalanced(topics: &BTreeMap<String, ClusterTopic>, percentage: u32) -> Vec<(String, Vec<i32>)> {
+    // Preferred broker → (partitions it is preferred for, those led elsewhere).
+    let mut by_broker: BTreeMap<i32, (usize, Vec<(String, i32)>)> = BTreeMap::new();
+    for t in topics.values() {
+        for p in 0..t.leaders.len() {
+            let Some(&preferred) = t.replicas_of(p).first() else { continue };
+            let entry = by_broker.entry(preferred).or_default();
+            entry.0 += 1;
+            if t.leaders[p] != preferred {
+                entry.1.push((t.name.clone(), p as i32));
+            }
+        }
+    }
+    let mut wanted: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+    for (preferred_for, elsewhere) in by_broker.into_values() {
+        if elsewhere.len() * 100 > preferred_for * percentage as usize {
+            for (topic, p) in elsewhere {
+                wanted.entry(topic).or_default().push(p);
+            }
+        }
+    }
+    wanted.into_iter().collect()
+}
+
+impl Controller {
+    /// On the quorum's leader, every `rebalance.every`: preferred elections
+    /// for the partitions `imbalanced` names (those whose preferred replica
+    /// is not live and in sync stay where they are).
+    pub(super) async fn rebalance_leaders(self: Arc<Self>, rebalance: Rebalance) {
+        loop {
+            tokio::time::sleep(rebalance.every).await;
+            if self.leader() != Some(self.node_id) {
+                continue;
+            }
+            let wanted = imbalanced(&self.published.borrow().topics, rebalance.percentage);
+            if wanted.is_empty() {
+                continue;
+            }
+            match self.elect_leaders(false, Some(wanted)).await {
+                BrokerAnswer::Elected { results, .. } => {
+                    let moved: Vec<String> = results
+                        .iter()
+                        .filter(|r| r.error == errors::NONE)
+                        .map(|r| format!("{}-{}", r.topic, r.partition))
+                        .collect();
+                    if !moved.is_empty() {
+                        log::info!("controller: leaders rebalanced to their preferred replicas: {}", moved.join(", "));
+                    }
+                }
+                other => log::warn!("controller: rebalancing leaders: {other:?}"),
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -155,6 +230,26 @@ mod tests {
         t.elect(&Election { epoch: 4, ..stale });
         assert_eq!((t.leaders[0], t.epochs[0], t.isr[0].clone()), (1, 5, vec![2, 3, 1]));
         assert_eq!(t.candidate(0, false, all_live).unwrap_err().0, errors::ELECTION_NOT_NEEDED);
+    }
+
+    #[test]
+    fn a_broker_past_the_imbalance_share_gets_its_partitions_back() {
+        let mut topics = BTreeMap::new();
+        let mut t = topic(2, vec![1, 2, 3], 4);
+        t.name = "a".into();
+        topics.insert("a".to_string(), t);
+        // Broker 1 is preferred for "a"-0 and leads nothing: 100% > 10%.
+        assert_eq!(imbalanced(&topics, 10), vec![("a".to_string(), vec![0])]);
+        // Nine more partitions broker 1 leads: 1 of 10 elsewhere is not above 10%.
+        let mut b = topic(1, vec![1, 2, 3], 1);
+        b.name = "b".into();
+        b.leaders = vec![1; 9];
+        b.replicas = vec![vec![1, 2, 3]; 9];
+        b.isr = vec![vec![1, 2, 3]; 9];
+        b.epochs = vec![1; 9];
+        topics.insert("b".to_string(), b);
+        assert_eq!(imbalanced(&topics, 10), Vec::new());
+        assert_eq!(imbalanced(&topics, 9), vec![("a".to_string(), vec![0])]);
     }
 
     #[test]

@@ -22,7 +22,7 @@
 
 mod changes;
 mod directory;
-mod elect;
+pub mod elect;
 mod member;
 mod network;
 mod observer;
@@ -323,6 +323,8 @@ pub struct ControllerSettings {
     pub session_timeout: Duration,
     /// The broker's stop flag (SIGINT/SIGTERM): the broker then leaves.
     pub stop: Arc<AtomicBool>,
+    /// Kafka's automatic preferred-leader rebalance; None: off.
+    pub rebalance: Option<elect::Rebalance>,
 }
 
 /// What `serve` keeps of its quorum member.
@@ -574,6 +576,9 @@ pub fn start(mut settings: ControllerSettings) -> Result<ControllerHandle, Strin
                 let _ = ready_tx.send(Ok(()));
                 tokio::spawn(controller.clone().publish_leader());
                 tokio::spawn(controller.clone().fence_expired());
+                if let Some(rebalance) = settings.rebalance {
+                    tokio::spawn(controller.clone().rebalance_leaders(rebalance));
+                }
                 tokio::spawn(member::heartbeats(controller.clone(), settings.broker.clone(), settings.heartbeat_every));
                 tokio::spawn(member::leave_at_stop(controller.clone(), settings.stop.clone(), left_tx));
                 tokio::spawn(member::answer_shards(controller.clone(), asked));

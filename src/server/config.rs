@@ -52,6 +52,13 @@ pub struct ServeConfig {
     /// `client.rack` names another in-sync replica's rack to that replica,
     /// KIP-392). Either way a replica serves consumers' Fetch v11+.
     pub replica_selector: String,
+    /// Kafka's `auto.leader.rebalance.enable`: in a quorum, partitions go
+    /// back to their preferred replicas (`controller::elect`).
+    pub auto_leader_rebalance_enable: bool,
+    /// Kafka's `leader.imbalance.check.interval.seconds`.
+    pub leader_imbalance_check_interval_seconds: u64,
+    /// Kafka's `leader.imbalance.per.broker.percentage`.
+    pub leader_imbalance_per_broker_percentage: u32,
     /// Partitions of `__consumer_offsets`, fixed when it is created at first
     /// start (Kafka's `offsets.topic.num.partitions`).
     pub offsets_topic_num_partitions: i32,
@@ -142,6 +149,9 @@ impl Default for ServeConfig {
             replica_fetch_port: 0,
             broker_rack: None,
             replica_selector: "leader".into(),
+            auto_leader_rebalance_enable: true,
+            leader_imbalance_check_interval_seconds: 300,
+            leader_imbalance_per_broker_percentage: 10,
             offsets_topic_num_partitions: 50,
             offsets_topic_replication_factor: 3,
             transaction_state_log_num_partitions: 50,

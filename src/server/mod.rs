@@ -119,6 +119,10 @@ fn start_controller(
         broker,
         heartbeat_every: Duration::from_millis(config.broker_heartbeat_interval_ms.max(10)),
         session_timeout: Duration::from_millis(config.broker_session_timeout_ms.max(100)),
+        rebalance: config.auto_leader_rebalance_enable.then(|| crate::controller::elect::Rebalance {
+            every: Duration::from_secs(config.leader_imbalance_check_interval_seconds.max(1)),
+            percentage: config.leader_imbalance_per_broker_percentage,
+        }),
         stop: stop.clone(),
     };
     let voter = settings.voters.contains_key(&(config.node_id as u64));
