@@ -240,20 +240,7 @@ impl Scrape {
             MetricType::Gauge,
             shards.iter().map(|s| (l(&[shard(s)]), gauge(s.long_poll_waiters as i64))),
         )?;
-        family(
-            e,
-            "shardlog_follower_reads",
-            "Consumers' partition reads served from a copy this broker follows (KIP-392).",
-            MetricType::Counter,
-            shards.iter().map(|s| (l(&[shard(s)]), counter(s.follower_reads))),
-        )?;
-        family(
-            e,
-            "shardlog_read_replica_referrals",
-            "Fetch answers sending a consumer to an in-sync replica in its rack (replica_selector rack-aware).",
-            MetricType::Counter,
-            shards.iter().map(|s| (l(&[shard(s)]), counter(s.read_replica_referrals))),
-        )?;
+        self.encode_nearest_replica(e)?;
         self.encode_journal(e)?;
         family(
             e,
@@ -330,6 +317,26 @@ impl Scrape {
             )?;
         }
         Ok(())
+    }
+
+    /// Fetching from the nearest replica (KIP-392): reads a follower
+    /// served, and consumers a leader sent to one.
+    fn encode_nearest_replica(&self, e: &mut DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let shards = &self.0;
+        family(
+            e,
+            "shardlog_follower_reads",
+            "Consumers' partition reads served from a copy this broker follows (KIP-392).",
+            MetricType::Counter,
+            shards.iter().map(|s| (l(&[shard(s)]), counter(s.follower_reads))),
+        )?;
+        family(
+            e,
+            "shardlog_read_replica_referrals",
+            "Fetch answers sending a consumer to an in-sync replica in its rack (replica_selector rack-aware).",
+            MetricType::Counter,
+            shards.iter().map(|s| (l(&[shard(s)]), counter(s.read_replica_referrals))),
+        )
     }
 
     /// Each shard's memory budget, its parts, and the batch cache's use.

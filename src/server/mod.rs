@@ -216,15 +216,8 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
         if !internal_topics.is_empty() {
             break; // the quorum's, replicated
         }
-        let segment_bytes = config.offsets_topic_segment_bytes;
-        crate::shard::topics::ensure_internal_topic(
-            &mut table,
-            &config.data_dir,
-            name,
-            partitions,
-            segment_bytes,
-            cpus.len(),
-        )?;
+        let (dir, segment_bytes) = (&config.data_dir, config.offsets_topic_segment_bytes);
+        crate::shard::topics::ensure_internal_topic(&mut table, dir, name, partitions, segment_bytes, cpus.len())?;
     }
     join_quorum_table(&config, &mut table)?;
     let (nofile, memory) = resource_limits(&config, &table, cpus.len())?;
