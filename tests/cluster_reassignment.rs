@@ -19,8 +19,8 @@ use std::{
 
 use common::{
     cluster::{
-        add_broker, broker, create, log_bytes, partitions, signal, start_three, wait_for_brokers, wait_for_three,
-        wait_until,
+        add_broker, assert_read_back, broker, create, log_bytes, partitions, signal, start_three, wait_for_brokers,
+        wait_for_three, wait_until,
     },
     wire::Wire,
 };
@@ -29,7 +29,6 @@ use kafka_protocol::messages::{
     AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, ApiKey, BrokerId, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
-use rdkafka::message::Message;
 
 const INVALID_REPLICATION_FACTOR: i16 = 38;
 const INVALID_REPLICA_ASSIGNMENT: i16 = 39;
@@ -179,24 +178,5 @@ fn wait_identical_copies(dir: &std::path::Path, topic: &str, ids: &[i32]) {
         let sizes: Vec<usize> = logs.iter().map(Vec::len).collect();
         assert!(Instant::now() < deadline, "{topic}-0's copies on {ids:?} never agreed: sizes {sizes:?}");
         std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// Reads `topic` from its start at `bootstrap`: every acknowledged record
-/// once, in order, at the offset it was acknowledged at.
-fn assert_read_back(bootstrap: &str, topic: &str, partitions: i32, delivered: &[(i32, i64, String)]) {
-    let consumer = common::consume::from_start(bootstrap, "check", topic, partitions, &[]);
-    let mut read: BTreeMap<i32, Vec<(i64, String)>> = BTreeMap::new();
-    let deadline = Instant::now() + Duration::from_secs(40);
-    while read.values().map(Vec::len).sum::<usize>() < delivered.len() && Instant::now() < deadline {
-        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(200)) {
-            let value = String::from_utf8(m.payload().unwrap_or_default().to_vec()).unwrap();
-            read.entry(m.partition()).or_default().push((m.offset(), value));
-        }
-    }
-    for p in 0..partitions {
-        let mut acked: Vec<(i64, String)> = delivered.iter().filter(|d| d.0 == p).map(|d| (d.1, d.2.clone())).collect();
-        acked.sort();
-        assert_eq!(read.get(&p).cloned().unwrap_or_default(), acked, "{topic}-{p}: read back against acknowledged");
     }
 }

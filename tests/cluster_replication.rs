@@ -15,8 +15,8 @@ use std::{
 use common::{
     broker::Broker,
     cluster::{
-        broker, create, first_produce, log_bytes, one_record, partitions, signal, start_cluster_with, start_three,
-        wait_for_brokers, wait_for_three, wait_identical, wait_until,
+        assert_read_back, broker, create, first_produce, log_bytes, one_record, partitions, signal, start_cluster_with,
+        start_three, wait_for_brokers, wait_for_three, wait_identical, wait_until,
     },
     wire::{produce, Wire},
 };
@@ -136,21 +136,7 @@ fn acknowledged_records_survive_the_loss_of_a_follower_and_of_a_leader() {
 
     // Every acknowledged record exactly once, in order, at the offset it
     // was acknowledged at.
-    let consumer = common::consume::from_start(&broker(&brokers, leader0).bootstrap(), "check", "rep", 3, &[]);
-    let mut read: BTreeMap<i32, Vec<(i64, String)>> = BTreeMap::new();
-    let deadline = Instant::now() + Duration::from_secs(40);
-    while read.values().map(Vec::len).sum::<usize>() < delivered.len() && Instant::now() < deadline {
-        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(200)) {
-            let value = String::from_utf8(m.payload().unwrap_or_default().to_vec()).unwrap();
-            read.entry(m.partition()).or_default().push((m.offset(), value));
-        }
-    }
-    for p in 0..3 {
-        let mut acked: Vec<(i64, String)> = delivered.iter().filter(|d| d.0 == p).map(|d| (d.1, d.2.clone())).collect();
-        acked.sort();
-        let got = read.get(&p).cloned().unwrap_or_default();
-        assert_eq!(got, acked, "rep-{p}: read back against acknowledged");
-    }
+    assert_read_back(&broker(&brokers, leader0).bootstrap(), "rep", 3, &delivered);
     assert_eq!(sent.len(), delivered.len());
 }
 

@@ -403,3 +403,22 @@ pub fn add_broker(dir: &Path, id: i32) -> Broker {
     assert_ne!(config, first, "broker 1's config names no node_id = 1");
     Broker::start_with_config(&dir.join(format!("b{id}")), 1, &config, &[])
 }
+
+/// Reads `topic` from its start at `bootstrap`: every acknowledged record
+/// once, in order, at the offset it was acknowledged at.
+pub fn assert_read_back(bootstrap: &str, topic: &str, partitions: i32, delivered: &[(i32, i64, String)]) {
+    let consumer = super::consume::from_start(bootstrap, "check", topic, partitions, &[]);
+    let mut read: BTreeMap<i32, Vec<(i64, String)>> = BTreeMap::new();
+    let deadline = Instant::now() + Duration::from_secs(40);
+    while read.values().map(Vec::len).sum::<usize>() < delivered.len() && Instant::now() < deadline {
+        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(200)) {
+            let value = String::from_utf8(m.payload().unwrap_or_default().to_vec()).unwrap();
+            read.entry(m.partition()).or_default().push((m.offset(), value));
+        }
+    }
+    for p in 0..partitions {
+        let mut acked: Vec<(i64, String)> = delivered.iter().filter(|d| d.0 == p).map(|d| (d.1, d.2.clone())).collect();
+        acked.sort();
+        assert_eq!(read.get(&p).cloned().unwrap_or_default(), acked, "{topic}-{p}: read back against acknowledged");
+    }
+}
