@@ -618,9 +618,10 @@ async fn open(
     };
     let config = Arc::new(config.validate().map_err(|e| format!("controller settings: {e}"))?);
     let me = settings.node_id as u64;
-    let raft = Raft::new(me, config, network::Network { published: published.clone() }, log, sm)
-        .await
-        .map_err(|e| format!("cannot start the controller: {e}"))?;
+    let raft =
+        Raft::new(me, config, network::Network { published: published.clone(), refused: Arc::default() }, log, sm)
+            .await
+            .map_err(|e| format!("cannot start the controller: {e}"))?;
     // Every member proposes the same first membership; those that already
     // have a log (a restart) refuse, harmlessly.
     match raft.initialize(settings.voters.clone()).await {

@@ -7,7 +7,12 @@
 //! registration, heartbeats and changes (`Rpc::Broker`), and a broker
 //! outside the quorum watches a voter for the log's state (`Rpc::Watch`).
 
-use std::{io, sync::Arc, time::Duration};
+use std::{
+    collections::BTreeMap,
+    io,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
 
 use openraft::{
     error::{InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable},
@@ -67,11 +72,15 @@ pub(super) struct Peer {
     conn: Option<TcpStream>,
     /// The applied log's view, for the directory ids voters registered.
     published: Option<Published>,
+    /// Per voter, the unregistered directory whose votes were last
+    /// refused: told once, not at every election (openraft makes a client
+    /// per election). A lock on the controller thread, off the data path.
+    refused: Arc<Mutex<BTreeMap<NodeId, String>>>,
 }
 
 impl Peer {
     pub(super) fn new(target: NodeId, addr: String) -> Self {
-        Self { target, addr, conn: None, published: None }
+        Self { target, addr, conn: None, published: None, refused: Arc::default() }
     }
 
     /// Sends `rpc` and reads its answer within `ttl`; a failed call drops the
@@ -117,13 +126,15 @@ impl Peer {
 
 pub(super) struct Network {
     pub(super) published: Published,
+    pub(super) refused: Arc<Mutex<BTreeMap<NodeId, String>>>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for Network {
     type Network = Peer;
 
     async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> Peer {
-        Peer { published: Some(self.published.clone()), ..Peer::new(target, node.addr.clone()) }
+        let (published, refused) = (Some(self.published.clone()), self.refused.clone());
+        Peer { published, refused, ..Peer::new(target, node.addr.clone()) }
     }
 }
 
@@ -157,6 +168,15 @@ impl RaftNetwork<TypeConfig> for Peer {
             view.brokers.get(&(self.target as i32)).and_then(|b| b.info.directory_id.clone())
         });
         if answer.vote_granted && !directory::vote_counts(registered.as_deref(), answered.as_deref()) {
+            answer.vote_granted = false;
+            let told = {
+                let mut refused = self.refused.lock().unwrap_or_else(|p| p.into_inner());
+                let answered = answered.clone().unwrap_or_default();
+                refused.insert(self.target, answered.clone()).is_some_and(|before| before == answered)
+            };
+            if told {
+                return Ok(answer);
+            }
             log::warn!(
                 "controller: voter {}'s vote not counted: it answered from directory {} where the log registers {} \
                  (it lost its directory; it votes again once it registered the new one)",
@@ -164,7 +184,6 @@ impl RaftNetwork<TypeConfig> for Peer {
                 answered.as_deref().unwrap_or("(none)"),
                 registered.as_deref().unwrap_or("(none)")
             );
-            answer.vote_granted = false;
         }
         Ok(answer)
     }
