@@ -5,7 +5,8 @@
 //! rack, bootstrapped at the leader, reads every record another client
 //! produced, in order: the leader sends it to the follower, which serves
 //! it from its copy, records produced afterwards included (the follower
-//! learns the high watermark from its leader).
+//! learns the high watermark from its leader, which answers its followers
+//! as soon as that moves).
 
 mod common;
 
@@ -80,6 +81,10 @@ fn a_consumer_reads_from_the_in_sync_replica_in_its_rack() {
     let metric = |id: i32, name: &str| sum(&scrape(broker(&brokers, id)), name, &[]);
     let referrals = metric(leader, "shardlog_read_replica_referrals_total");
     assert!(referrals >= 1.0, "leader {leader} never sent the consumer in {rack} to broker {follower}");
+    // The followers were answered as the high watermark moved, which the
+    // consumer reading one waits for, not at the end of their long polls.
+    let told = metric(leader, "shardlog_high_watermark_answers_total");
+    assert!(told >= 1.0, "leader {leader} never answered a follower for its high watermark alone");
     let served = metric(follower, "shardlog_follower_reads_total");
     assert!(served >= 1.0, "follower {follower} in {rack} served the consumer no read");
     for other in (1..=3).filter(|&id| id != leader && id != follower) {

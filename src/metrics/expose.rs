@@ -336,6 +336,13 @@ impl Scrape {
             "Fetch answers sending a consumer to an in-sync replica in its rack (replica_selector rack-aware).",
             MetricType::Counter,
             shards.iter().map(|s| (l(&[shard(s)]), counter(s.read_replica_referrals))),
+        )?;
+        family(
+            e,
+            "shardlog_high_watermark_answers",
+            "Follower fetches answered at once for a moved high watermark, which consumers reading the follower wait for.",
+            MetricType::Counter,
+            shards.iter().map(|s| (l(&[shard(s)]), counter(s.high_watermark_answers))),
         )
     }
 

@@ -91,6 +91,8 @@ pub struct ShardMetrics {
     /// (KIP-392), and the leader's answers sending a consumer to one.
     pub follower_reads: Cell<u64>,
     pub read_replica_referrals: Cell<u64>,
+    /// Follower fetches answered for a moved high watermark alone.
+    pub high_watermark_answers: Cell<u64>,
     pub cross_shard_sent: Cell<u64>,
     pub cross_shard_received: Cell<u64>,
     /// Calls to other shards not yet answered.

@@ -37,6 +37,7 @@ pub struct ShardSnapshot {
     pub long_poll_waiters: u64,
     pub follower_reads: u64,
     pub read_replica_referrals: u64,
+    pub high_watermark_answers: u64,
     pub cross_shard_sent: u64,
     pub cross_shard_received: u64,
     pub cross_shard_outstanding: u64,

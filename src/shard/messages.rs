@@ -39,6 +39,9 @@ pub struct ReadOutcome {
     /// The replica the leader sends this consumer to, unread here
     /// (`nearest_replica`).
     pub preferred_replica: Option<i32>,
+    /// To a follower: the high watermark moved past what it was last told
+    /// (`nearest_replica`), so the fetch is answered now.
+    pub high_watermark_news: bool,
 }
 
 impl ReadOutcome {

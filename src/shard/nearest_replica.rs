@@ -42,6 +42,27 @@ impl Shard {
         self.ask_every(|| ApplyRacks { racks: racks.clone() }).await;
     }
 
+    /// Leader of `p`, answering follower `replica`'s fetch with rack-aware
+    /// reads on: whether `high_watermark` is past what that follower was
+    /// last told (it is told now). Consumers reading the follower wait
+    /// for it, so the fetch is answered at once, not at the end of its
+    /// long poll (up to 500 ms later when no record follows).
+    pub(super) fn high_watermark_news(&self, p: &Partition, replica: i32, high_watermark: i64) -> bool {
+        if !self.settings.rack_aware_reads {
+            return false;
+        }
+        let mut r = p.replica.borrow_mut();
+        if !r.leading || !r.replicated {
+            return false;
+        }
+        let told = r.high_watermark_told.insert(replica, high_watermark);
+        let news = told.is_some_and(|t| high_watermark > t);
+        if news {
+            crate::metrics::add(&self.metrics.high_watermark_answers, 1);
+        }
+        news
+    }
+
     /// Leader of `p`: the follower a consumer in `client_rack` reading at
     /// `offset` is sent to, if the rack-aware selector is on and one fits.
     pub(super) fn read_replica_for(&self, p: &Partition, offset: i64, client_rack: Option<&str>) -> Option<i32> {

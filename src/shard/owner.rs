@@ -216,6 +216,7 @@ impl Shard {
             long_poll_waiters: m.long_poll_waiters.get(),
             follower_reads: m.follower_reads.get(),
             read_replica_referrals: m.read_replica_referrals.get(),
+            high_watermark_answers: m.high_watermark_answers.get(),
             cross_shard_sent: m.cross_shard_sent.get(),
             cross_shard_received: m.cross_shard_received.get(),
             cross_shard_outstanding: m.cross_shard_outstanding.get(),
@@ -278,6 +279,7 @@ impl Shard {
                 self.follower_fetched(&item.topic, item.partition, &p, replica, item.offset);
             }
             let (high_watermark, log_start) = (p.high_watermark(), p.log.log_start());
+            let high_watermark_news = replica >= 0 && self.high_watermark_news(&p, replica, high_watermark);
             let last_stable_offset = p.log.last_stable_offset().min(high_watermark);
             if replica < 0 {
                 if let Some(node) = self.read_replica_for(&p, item.offset, client_rack.as_deref()) {
@@ -299,7 +301,8 @@ impl Shard {
                 } else {
                     errors::NONE
                 };
-                out.push(ReadOutcome { last_stable_offset, ..ReadOutcome::empty(error, high_watermark, log_start) });
+                let empty = ReadOutcome::empty(error, high_watermark, log_start);
+                out.push(ReadOutcome { last_stable_offset, high_watermark_news, ..empty });
                 continue;
             }
             let upper = if read_committed { last_stable_offset } else { readable_end };
@@ -324,6 +327,7 @@ impl Shard {
                         aborted,
                         chunks: slice.chunks,
                         preferred_replica: None,
+                        high_watermark_news,
                     }
                 }
                 Err(e) => {

@@ -74,6 +74,9 @@ pub struct ReplicaState {
     pub dropping: BTreeSet<i32>,
     /// Leader: the log end at each follower's last fetch, and when.
     pub last_fetch: BTreeMap<i32, (i64, Instant)>,
+    /// Leader, with rack-aware reads: the high watermark each follower
+    /// was last answered (`nearest_replica`).
+    pub high_watermark_told: BTreeMap<i32, i64>,
     /// Replicated: the high watermark (never moves back).
     pub high_watermark: i64,
     /// The leader epochs the log holds records of (`replica_files`).
@@ -656,6 +659,7 @@ pub(super) fn refresh_replica(table: &TopicTable, me: i32, meta: &TopicMeta, par
             r.caught_up_at.clear();
             r.dropping.clear();
             r.last_fetch.clear();
+            r.high_watermark_told.clear();
             r.checked_epoch = None;
         }
         r.replicated = replicas.len() > 1;

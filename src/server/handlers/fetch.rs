@@ -111,7 +111,9 @@ pub async fn handle(shard: &Rc<Shard>, request: FetchRequest, version: i16) -> F
                 || last.is_none_or(|last| last != (o.high_watermark, o.log_start))
         };
         // An error, or a consumer sent elsewhere, is answered at once.
-        let any_error = outcomes.iter().any(|o| o.error != errors::NONE || o.preferred_replica.is_some());
+        // So is a follower whose consumers wait for a high watermark.
+        let any_error =
+            outcomes.iter().any(|o| o.error != errors::NONE || o.preferred_replica.is_some() || o.high_watermark_news);
         let now = Instant::now();
         if total >= min_bytes.max(1) || any_error || now >= deadline {
             for o in &outcomes {
