@@ -13,10 +13,11 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{
-    cluster::{broker, create, leaders, metadata, start_cluster_each, wait_for_three, wait_until},
+    cluster::{broker, create, leaders, metadata, partitions, start_cluster_each, wait_for_three, wait_until},
     scrape::{scrape, sum},
-    wire::Wire,
+    wire::{fetch_request, Wire},
 };
+use kafka_protocol::messages::{ApiKey, FetchResponse};
 use rdkafka::{consumer::BaseConsumer, message::Message};
 
 fn settings(id: i32) -> String {
@@ -89,5 +90,24 @@ fn a_consumer_reads_from_the_in_sync_replica_in_its_rack() {
     assert!(served >= 1.0, "follower {follower} in {rack} served the consumer no read");
     for other in (1..=3).filter(|&id| id != leader && id != follower) {
         assert_eq!(metric(other, "shardlog_follower_reads_total"), 0.0, "broker {other} is not in {rack}");
+    }
+
+    // A reader's current_leader_epoch is checked, at the leader and at a
+    // follower serving consumers: newer than the broker's is
+    // UNKNOWN_LEADER_EPOCH (75); -1 is not checked (older, FENCED_LEADER_EPOCH,
+    // is the unit test's: this partition is at its first epoch).
+    for id in [leader, follower] {
+        let epoch = partitions(broker(&brokers, id), "near")[0].3;
+        let mut w = Wire::connect(&broker(&brokers, id).bootstrap());
+        let codes: Vec<i16> = [-1, epoch, epoch + 1]
+            .into_iter()
+            .map(|asked| {
+                let mut request = fetch_request("near", &[(0, 0)], 0, 1);
+                request.topics[0].partitions[0].current_leader_epoch = asked;
+                let response: FetchResponse = w.call(ApiKey::Fetch, 12, &request);
+                response.responses[0].partitions[0].error_code
+            })
+            .collect();
+        assert_eq!(codes, vec![0, 0, 75], "broker {id} at leader epoch {epoch}");
     }
 }

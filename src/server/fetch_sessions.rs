@@ -41,6 +41,8 @@ pub struct SessionPartition {
     pub topic_id: uuid::Uuid,
     pub offset: i64,
     pub max_bytes: usize,
+    /// The leader epoch the client last named for it (-1: none).
+    pub leader_epoch: i32,
     /// Last answered high watermark and log start (-1: never answered).
     pub high_watermark: i64,
     pub log_start: i64,
@@ -164,8 +166,14 @@ mod tests {
     use super::*;
 
     fn one(offset: i64) -> BTreeMap<SessionKey, SessionPartition> {
-        let p =
-            SessionPartition { topic_id: uuid::Uuid::nil(), offset, max_bytes: 100, high_watermark: -1, log_start: -1 };
+        let p = SessionPartition {
+            topic_id: uuid::Uuid::nil(),
+            offset,
+            max_bytes: 100,
+            leader_epoch: -1,
+            high_watermark: -1,
+            log_start: -1,
+        };
         BTreeMap::from([((TopicHandle::from("t"), 0), p)])
     }
 

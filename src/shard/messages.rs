@@ -22,6 +22,9 @@ pub struct ReadItem {
     pub partition: i32,
     pub offset: i64,
     pub max_bytes: usize,
+    /// The leader epoch the reader knows (Fetch v9+'s
+    /// `current_leader_epoch`); -1: not given, not checked.
+    pub leader_epoch: i32,
 }
 
 #[derive(Debug, Clone, Default)]

@@ -278,6 +278,15 @@ impl Shard {
         self.partitions.borrow().get(topic, partition).cloned()
     }
 
+    /// In a quorum, a reader's `current_leader_epoch` against this copy's
+    /// (Kafka's check): older is FENCED_LEADER_EPOCH (the reader's metadata
+    /// is stale), newer UNKNOWN_LEADER_EPOCH (this broker's is); either way
+    /// the client refreshes its metadata and retries. -1 is not checked.
+    pub(crate) fn leader_epoch_error(&self, p: &Partition, asked: i32) -> Option<ErrorCode> {
+        self.settings.cluster.as_ref()?;
+        epoch_mismatch(asked, p.epoch())
+    }
+
     /// Why a request for `topic`/`partition` found no open partition on
     /// this shard. In a quorum, a partition the table has is being opened
     /// here (its leadership or its copy just came) or was just given
@@ -387,5 +396,28 @@ impl Shard {
                 log::warn!("shard {}: removing its journal files: {e} (the next start reads them)", self.id);
             }
         }
+    }
+}
+
+/// `asked` (a reader's leader epoch; -1: none) against a copy's `epoch`.
+fn epoch_mismatch(asked: i32, epoch: i32) -> Option<ErrorCode> {
+    match asked {
+        ..0 => None,
+        a if a < epoch => Some(errors::FENCED_LEADER_EPOCH),
+        a if a > epoch => Some(errors::UNKNOWN_LEADER_EPOCH),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod epoch_tests {
+    use super::*;
+
+    #[test]
+    fn a_readers_leader_epoch_is_fenced_when_older_and_unknown_when_newer() {
+        assert_eq!(epoch_mismatch(3, 4), Some(errors::FENCED_LEADER_EPOCH));
+        assert_eq!(epoch_mismatch(5, 4), Some(errors::UNKNOWN_LEADER_EPOCH));
+        assert_eq!(epoch_mismatch(4, 4), None);
+        assert_eq!(epoch_mismatch(-1, 4), None, "not given");
     }
 }

@@ -275,6 +275,10 @@ impl Shard {
                 out.push(ReadOutcome::empty(self.no_partition_error(&item.topic, item.partition), -1, -1));
                 continue;
             };
+            if let Some(error) = self.leader_epoch_error(&p, item.leader_epoch) {
+                out.push(ReadOutcome::empty(error, -1, -1));
+                continue;
+            }
             if replica >= 0 {
                 self.follower_fetched(&item.topic, item.partition, &p, replica, item.offset);
             }

@@ -100,6 +100,11 @@ impl Partition {
         }
     }
 
+    /// The leader epoch of this copy's partition, in a quorum.
+    pub fn epoch(&self) -> i32 {
+        self.replica.borrow().epoch
+    }
+
     /// Leader: the high watermark from the in-sync followers' ends; wakes
     /// readers and acks=all producers when it moved.
     pub(super) fn advance_high_watermark(&self) {

@@ -179,6 +179,7 @@ fn requested(shard: &Rc<Shard>, request: &FetchRequest, version: i16, max_bytes:
                 // hold (beyond its first batch, which the log always returns
                 // whole so a consumer can make progress).
                 max_bytes: (p.partition_max_bytes.max(0) as usize).min(max_bytes),
+                leader_epoch: if version >= 9 { p.current_leader_epoch } else { -1 },
             })
         })
         .collect();
@@ -225,6 +226,7 @@ fn plan_session(
                 Some(p) => {
                     p.offset = item.offset;
                     p.max_bytes = item.max_bytes;
+                    p.leader_epoch = item.leader_epoch;
                     p.topic_id = n.id;
                 }
                 None => {
@@ -246,7 +248,8 @@ fn plan_session(
     for ((topic, partition), p) in held {
         plan.named.push(Named { id: p.topic_id, unknown_id: topic.is_empty() });
         plan.only_changed.push(Some((p.high_watermark, p.log_start)));
-        plan.items.push(ReadItem { topic, partition, offset: p.offset, max_bytes: p.max_bytes });
+        let (offset, max_bytes, leader_epoch) = (p.offset, p.max_bytes, p.leader_epoch);
+        plan.items.push(ReadItem { topic, partition, offset, max_bytes, leader_epoch });
     }
     Ok(plan)
 }
@@ -256,6 +259,7 @@ fn session_entry(item: &ReadItem, n: &Named) -> (SessionKey, fetch_sessions::Ses
         topic_id: n.id,
         offset: item.offset,
         max_bytes: item.max_bytes,
+        leader_epoch: item.leader_epoch,
         high_watermark: -1,
         log_start: -1,
     };
