@@ -11,7 +11,7 @@
 //! the new id is applied, its log holds everything before it (Raft's log
 //! matching), and its vote counts again.
 
-use std::{fs, io::Write, path::Path};
+use std::{fs, path::Path};
 
 const FILE: &str = "directory-id";
 
@@ -29,15 +29,8 @@ pub fn load_or_create(dir: &Path) -> Result<String, String> {
     let mut bytes = [0u8; 16];
     getrandom::getrandom(&mut bytes).map_err(|e| format!("no random bytes for {}: {e}", path.display()))?;
     let id: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    let tmp = dir.join(format!("{FILE}.tmp"));
-    let write = || -> std::io::Result<()> {
-        let mut f = fs::File::create(&tmp)?;
-        f.write_all(id.as_bytes())?;
-        f.sync_all()?;
-        fs::rename(&tmp, &path)?;
-        fs::File::open(dir)?.sync_all()
-    };
-    write().map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    crate::storage::file::write_atomically(&path, id.as_bytes())
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     log::info!("controller: new directory id {id} in {}", dir.display());
     Ok(id)
 }

@@ -73,8 +73,12 @@ pub(super) struct Peer {
     /// The applied log's view, for the directory ids voters registered.
     published: Option<Published>,
     /// Per voter, the unregistered directory whose votes were last
-    /// refused: told once, not at every election (openraft makes a client
-    /// per election). A lock on the controller thread, off the data path.
+    /// refused: told once, not at every election. Shared by every client
+    /// the factory makes (openraft makes one per election), so it cannot
+    /// live in one `Peer`; openraft wants the clients `Send`, hence a
+    /// `Mutex`, not a `RefCell`. Off the data path: only the controller's
+    /// own thread takes it, once per vote a voter answers (a few times per
+    /// election), never a shard, and nothing waits on it while holding it.
     refused: Arc<Mutex<BTreeMap<NodeId, String>>>,
 }
 

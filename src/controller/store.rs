@@ -32,21 +32,12 @@ use openraft::{
 use serde::{Deserialize, Serialize};
 
 use super::{ClusterState, Command, Published, TypeConfig};
+// A crash leaves the old file or the new one, never a mix.
+use crate::storage::file::write_atomically as replace_file;
 
 type NodeId = u64;
 type Node = openraft::BasicNode;
 type StorageResult<T> = Result<T, StorageError<NodeId>>;
-
-/// Writes `bytes` to `path` so that a crash leaves the old or the new file,
-/// never a mix: a temporary file, synced, renamed over, the directory synced.
-fn replace_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    let mut f = File::create(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_data()?;
-    std::fs::rename(&tmp, path)?;
-    File::open(path.parent().unwrap_or(Path::new(".")))?.sync_all()
-}
 
 fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> std::io::Result<Option<T>> {
     match std::fs::read(path) {

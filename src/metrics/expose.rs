@@ -323,27 +323,28 @@ impl Scrape {
     /// served, and consumers a leader sent to one.
     fn encode_nearest_replica(&self, e: &mut DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
         let shards = &self.0;
-        family(
-            e,
-            "shardlog_follower_reads",
-            "Consumers' partition reads served from a copy this broker follows (KIP-392).",
-            MetricType::Counter,
-            shards.iter().map(|s| (l(&[shard(s)]), counter(s.follower_reads))),
-        )?;
-        family(
-            e,
-            "shardlog_read_replica_referrals",
-            "Fetch answers sending a consumer to an in-sync replica in its rack (replica_selector rack-aware).",
-            MetricType::Counter,
-            shards.iter().map(|s| (l(&[shard(s)]), counter(s.read_replica_referrals))),
-        )?;
-        family(
-            e,
-            "shardlog_high_watermark_answers",
-            "Follower fetches answered at once for a moved high watermark, which consumers reading the follower wait for.",
-            MetricType::Counter,
-            shards.iter().map(|s| (l(&[shard(s)]), counter(s.high_watermark_answers))),
-        )
+        type Counter = (&'static str, &'static str, fn(&ShardSnapshot) -> u64);
+        let counters: [Counter; 3] = [
+            (
+                "shardlog_follower_reads",
+                "Consumers' partition reads served from a copy this broker follows (KIP-392).",
+                |s| s.follower_reads,
+            ),
+            (
+                "shardlog_read_replica_referrals",
+                "Fetch answers sending a consumer to an in-sync replica in its rack (replica_selector rack-aware).",
+                |s| s.read_replica_referrals,
+            ),
+            (
+                "shardlog_high_watermark_answers",
+                "Follower fetches answered at once for a moved high watermark, which consumers reading the follower wait for.",
+                |s| s.high_watermark_answers,
+            ),
+        ];
+        for (name, help, get) in counters {
+            family(e, name, help, MetricType::Counter, shards.iter().map(|s| (l(&[shard(s)]), counter(get(s)))))?;
+        }
+        Ok(())
     }
 
     /// Each shard's memory budget, its parts, and the batch cache's use.

@@ -237,8 +237,8 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
     let table = Arc::new(table);
     let stop = Arc::new(AtomicBool::new(false));
     let replica = replica_ports::bind(&config, &listeners, cpus.len())?;
-    let shard_ports = replica_ports::ports(&replica);
-    let mut replica: Vec<Option<std::net::TcpListener>> = replica.into_iter().map(Some).collect();
+    let shard_ports = replica_ports::ports(&replica)?;
+    let mut replica = replica.into_iter();
     let controller = start_controller(&config, &listeners, shard_ports, &stop)?;
     let settings = Arc::new(BrokerSettings {
         node_id: config.node_id,
@@ -288,7 +288,7 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
             (mesh.clone(), table.clone(), settings.clone(), stop.clone(), ready.clone(), acls.clone(), replay.clone());
         let (listeners, tls) = (listeners.clone(), tls.clone());
         let metrics = if index == 0 { metrics.take() } else { None };
-        let replica = replica.get_mut(index).and_then(Option::take);
+        let replica = replica.next();
         let handle = LocalExecutorBuilder::new(Placement::Fixed(cpu))
             .name(&format!("shard-{index}"))
             .spawn(move || async move {

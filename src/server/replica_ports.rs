@@ -36,6 +36,6 @@ pub fn bind(config: &ServeConfig, listeners: &[Listener], shards: usize) -> Resu
 }
 
 /// The ports `bind` took, by shard.
-pub fn ports(bound: &[std::net::TcpListener]) -> Vec<u16> {
-    bound.iter().filter_map(|l| l.local_addr().ok()).map(|a| a.port()).collect()
+pub fn ports(bound: &[std::net::TcpListener]) -> Result<Vec<u16>, String> {
+    bound.iter().map(|l| l.local_addr().map(|a| a.port()).map_err(|e| format!("follower fetch port: {e}"))).collect()
 }

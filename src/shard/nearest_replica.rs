@@ -63,10 +63,11 @@ impl Shard {
         news
     }
 
-    /// Leader of `p`: the follower a consumer in `client_rack` reading at
-    /// `offset` is sent to, if the rack-aware selector is on and one fits.
+    /// Leader of `p`: the follower a consumer in `client_rack` (given only
+    /// with the rack-aware selector on) reading at `offset` is sent to, if
+    /// one fits.
     pub(super) fn read_replica_for(&self, p: &Partition, offset: i64, client_rack: Option<&str>) -> Option<i32> {
-        let client_rack = client_rack.filter(|r| !r.is_empty() && self.settings.rack_aware_reads)?;
+        let client_rack = client_rack?;
         let r = p.replica.borrow();
         if !r.leading || !r.replicated {
             return None;

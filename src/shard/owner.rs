@@ -292,7 +292,8 @@ impl Shard {
                     out.push(ReadOutcome { last_stable_offset, preferred_replica: Some(node), ..empty });
                     continue;
                 }
-                if !p.replica.borrow().leading && p.replica.borrow().replicated {
+                let r = p.replica.borrow();
+                if !r.leading && r.replicated {
                     crate::metrics::add(&self.metrics.follower_reads, 1);
                 }
             }

@@ -82,12 +82,14 @@ pub async fn handle(shard: &Rc<Shard>, request: FetchRequest, version: i16) -> F
     // A follower's fetch names its broker (v15+ in the replica state).
     let replica = if version >= 15 { request.replica_state.replica_id.0 } else { request.replica_id.0 };
     let replica = if shard.settings.cluster.is_some() { replica.max(-1) } else { -1 };
-    // A consumer's v11+ fetch may be served by any replica, and its rack
-    // may send it to one (KIP-392, `shard::nearest_replica`).
+    // A consumer's v11+ fetch may be served by any replica, and with the
+    // rack-aware selector its rack may send it to one (KIP-392,
+    // `shard::nearest_replica`).
+    let rack_aware = version >= 11 && replica < 0 && shard.settings.rack_aware_reads;
     let reader = Reader {
         replica,
         any_replica: version >= 11 && replica < 0,
-        client_rack: (version >= 11 && !request.rack_id.is_empty()).then(|| Arc::from(request.rack_id.as_str())),
+        client_rack: (rack_aware && !request.rack_id.is_empty()).then(|| Arc::from(request.rack_id.as_str())),
     };
     let max_bytes = if request.max_bytes <= 0 { usize::MAX } else { request.max_bytes as usize };
     let max_bytes = max_bytes.min(limits::FETCH_RESPONSE_BYTES_MAX);

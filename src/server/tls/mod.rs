@@ -118,7 +118,10 @@ pub struct TlsState {
     /// (a connection keeps its own rustls session). Written only by the
     /// SIGHUP thread, which is not a shard and so cannot reach the shards
     /// over the mesh; a reload that finds a reader waits for one `Arc`
-    /// clone.
+    /// clone, and a shard accepting meanwhile waits for one pointer swap.
+    /// The shards share it across cores by design: a reload must reach
+    /// every shard at once, and a per-shard copy would need the mesh the
+    /// SIGHUP thread is not on.
     current: RwLock<Arc<ServerConfig>>,
 }
 
