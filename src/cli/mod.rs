@@ -215,6 +215,11 @@ pub struct ServeArgs {
     /// instead of extending the file.
     #[arg(long)]
     pub zero_ahead_bytes: Option<u64>,
+    /// Milliseconds an append answered from the shard journal may wait for
+    /// its segment write (default 0: off, each append's segment is written
+    /// before answering).
+    #[arg(long)]
+    pub write_behind_ms: Option<u64>,
     /// Bytes of each shard journal file (default 32 MiB; 0 turns the
     /// journal off and acks=all syncs each partition's segment instead).
     #[arg(long)]
@@ -277,6 +282,9 @@ impl ServeArgs {
         }
         if let Some(v) = self.zero_ahead_bytes {
             c.zero_ahead_bytes = v;
+        }
+        if let Some(v) = self.write_behind_ms {
+            c.write_behind_ms = v;
         }
         if let Some(v) = self.journal_file_bytes {
             c.journal_file_bytes = v;

@@ -449,7 +449,7 @@ impl Scrape {
             l(&[shard(s), ("topic", p.topic.clone()), ("partition", p.partition.to_string())])
         };
         type Get = fn(&super::snapshot::PartitionSnapshot) -> u64;
-        let counters: [(&str, &str, Get); 6] = [
+        let counters: [(&str, &str, Get); 7] = [
             ("shardlog_partition_records_in", "Records appended.", |p| p.records_in),
             ("shardlog_partition_bytes_in", "Bytes appended (record batches as stored).", |p| p.bytes_in),
             ("shardlog_partition_records_out", "Offsets served to fetches.", |p| p.records_out),
@@ -457,8 +457,13 @@ impl Scrape {
             ("shardlog_partition_fsyncs", "fdatasync calls on the partition's active segment.", |p| p.fsyncs),
             (
                 "shardlog_partition_extending_writes",
-                "Appends written past the blocks zeroed ahead (zero-ahead off or behind): each extends the file on its path.",
+                "Segment writes past the blocks zeroed ahead (zero-ahead off or behind): each extends the file on its path.",
                 |p| p.extending_writes,
+            ),
+            (
+                "shardlog_partition_segment_writes",
+                "Writes of appended bytes to the active segment; with write-behind fewer than the appends, and off the answer's path.",
+                |p| p.segment_writes,
             ),
         ];
         for (name, help, get) in counters {

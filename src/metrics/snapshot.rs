@@ -18,6 +18,8 @@ pub struct PartitionSnapshot {
     pub fsyncs: u64,
     /// Writes past the zeroed blocks (`storage::zero_ahead`).
     pub extending_writes: u64,
+    /// Writes of appended bytes to the active segment (`storage::log::behind`).
+    pub segment_writes: u64,
     pub fsync_seconds: BucketSnapshot,
     pub appends_per_fsync: BucketSnapshot,
 }

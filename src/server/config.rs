@@ -108,6 +108,12 @@ pub struct ServeConfig {
     /// the background, so an append overwrites blocks instead of extending
     /// the file (a journal commit on its path); 0 turns it off.
     pub zero_ahead_bytes: u64,
+    /// With the shard journal on: appends are answered once the journal
+    /// write holding them completed, and reach their segments within this
+    /// many milliseconds, in larger writes (one device write per loop turn
+    /// for every partition, where each partition's segment took its own);
+    /// 0 writes each append's segment before answering.
+    pub write_behind_ms: u64,
     /// Size of each shard journal file (`storage::journal`): durable
     /// appends are made durable there, one write and one sync per loop turn
     /// for all partitions; 0 turns the journal off (each partition's
@@ -170,6 +176,7 @@ impl Default for ServeConfig {
             metrics_listen: "127.0.0.1:9644".into(),
             io_properties: None,
             zero_ahead_bytes: crate::limits::ZERO_AHEAD_BYTES_DEFAULT,
+            write_behind_ms: crate::limits::WRITE_BEHIND_MS_DEFAULT,
             journal_file_bytes: crate::limits::JOURNAL_FILE_BYTES_DEFAULT,
             memory: None,
             segment_files_idle_close_ms: 30_000,

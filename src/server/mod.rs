@@ -259,6 +259,7 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
         max_inflight_bytes_per_shard: memory.requests as usize,
         disk_reads_per_shard,
         zero_ahead_bytes: config.zero_ahead_bytes,
+        write_behind_ms: config.write_behind_ms,
         journal_file_bytes: config.journal_file_bytes,
         max_partitions: memory.partitions_per_shard() * cpus.len() as u64,
         open_files_per_shard: nofile.open_files_per_shard(cpus.len()),

@@ -22,9 +22,20 @@ pub async fn start(shard: &Rc<Shard>, replay: Arc<Replay>) -> Result<(), String>
     if bytes == 0 {
         return Ok(());
     }
-    let journal = Journal::create(&shard.settings.data_dir, replay.generation, shard.id, bytes).await.map_err(|e| {
-        format!("shard {}: cannot start its journal in {}: {e}", shard.id, shard.settings.data_dir.display())
-    })?;
+    let journal = match Journal::create(&shard.settings.data_dir, replay.generation, shard.id, bytes).await {
+        Ok(journal) => journal,
+        Err(e) => {
+            // A full disk, say: the broker still starts, as it runs with
+            // `journal_file_bytes = 0`.
+            log::warn!(
+                "shard {}: cannot start its journal in {}: {e}; running without it (every append writes \
+                 its segment before it is answered, and acks=all syncs each partition's segment)",
+                shard.id,
+                shard.settings.data_dir.join(crate::storage::journal::DIR).display()
+            );
+            return Ok(());
+        }
+    };
     let _ = shard.journal.set(journal);
     spawn_checkpoints(shard);
     Ok(())

@@ -89,6 +89,8 @@ pub struct BrokerSettings {
     pub disk_reads_per_shard: usize,
     /// Zero-ahead window of every active segment (`storage::zero_ahead`).
     pub zero_ahead_bytes: u64,
+    /// `ServeConfig::write_behind_ms` (`storage::log::behind`).
+    pub write_behind_ms: u64,
     /// `ServeConfig::journal_file_bytes`; 0: no journal.
     pub journal_file_bytes: u64,
     /// Partitions the broker can serve within its memory budget

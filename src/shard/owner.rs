@@ -142,7 +142,8 @@ impl Shard {
                 return produced(error, -1, -1, Some(message), sent, started, &timings);
             }
         }
-        let appended = p.log.append_timed(batch, Durability::Written, &mut timings).await;
+        let durability = if durable { Durability::WrittenSyncNext } else { Durability::Written };
+        let appended = p.log.append_timed(batch, durability, &mut timings).await;
         // Written records are readable: wake long-polling readers now, not
         // after the sync (a write that failed after others were queued may
         // still have landed data for earlier batches: wake them either way).
@@ -197,6 +198,7 @@ impl Shard {
                     segment_bytes: p.log.size_bytes(),
                     fsyncs: st.syncs.get(),
                     extending_writes: st.extending_writes.get(),
+                    segment_writes: st.segment_writes.get(),
                     fsync_seconds: st.sync_seconds.snapshot(),
                     appends_per_fsync: st.appends_per_sync.snapshot(),
                 }
@@ -487,7 +489,7 @@ impl Shard {
         if p.log.commit_decided(&marker) {
             p.appended.notify_all();
         }
-        let written = p.log.append_marker(marker, now, Durability::Written).await;
+        let written = p.log.append_marker(marker, now, Durability::WrittenSyncNext).await;
         p.appended.notify_all();
         let info = written?;
         p.log.sync_through(info.last_offset + 1).await?;
@@ -578,6 +580,7 @@ impl Shard {
             }
         };
         config.zero_ahead_bytes = self.settings.zero_ahead_bytes;
+        config.write_behind_ms = self.settings.write_behind_ms;
         config.leader_epoch = config.leader_epoch.max(meta.epoch_of(partition));
         // A replicated partition's log may be cut back to its leader's
         // (`replica_files::truncate_dir`), which the shard journal's copies

@@ -23,6 +23,11 @@ pub struct LogConfig {
     /// in the background, so appends overwrite blocks instead of extending
     /// the file (see `storage::zero_ahead`); 0 turns it off.
     pub zero_ahead_bytes: u64,
+    /// With a shard journal: appends are answered once the journal write
+    /// holding them completed, and reach the segment within this many
+    /// milliseconds, in larger writes (see `storage::log::behind`); 0 writes
+    /// every append's segment before answering.
+    pub write_behind_ms: u64,
     /// Largest batch one append accepts (`max.message.bytes`).
     pub max_batch_bytes: usize,
     /// Memory for recent batches served to tail readers.
@@ -50,6 +55,7 @@ impl Default for LogConfig {
             index_interval_bytes: limits::INDEX_INTERVAL_BYTES_DEFAULT,
             preallocate_step_bytes: limits::PREALLOCATE_STEP_BYTES_DEFAULT,
             zero_ahead_bytes: limits::ZERO_AHEAD_BYTES_DEFAULT,
+            write_behind_ms: limits::WRITE_BEHIND_MS_DEFAULT,
             max_batch_bytes: limits::BATCH_BYTES_DEFAULT,
             cache_bytes: limits::BATCH_CACHE_BYTES_DEFAULT,
             compacted: false,

@@ -95,6 +95,14 @@ pub struct Journal {
     pushed: Cell<u64>,
     durable: Cell<u64>,
     waiters: RefCell<Vec<(u64, oneshot::Sender<bool>)>>,
+    /// Appends waiting for their entry's write (write-behind's answer).
+    written_waiters: RefCell<Vec<(u64, oneshot::Sender<bool>)>>,
+    /// The last entry pushed by an appender that will wait for its sync:
+    /// a sync starts as soon as its write completes. Entries nobody waits
+    /// for are synced only before their file is left (or by a later sync).
+    sync_wanted: Cell<u64>,
+    /// The active file must be synced before it is left.
+    must_sync: Cell<bool>,
     /// Writes issued and not yet done, in order: (id, the entry number
     /// through which it and those before it hold whole entries, done).
     flights: RefCell<VecDeque<(u64, u64, bool)>>,
@@ -142,12 +150,18 @@ fn allocate_file(dir: &Path, path: &Path, len: u64) -> io::Result<()> {
     let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(path)?;
     let zeros = vec![0u8; 1 << 20];
     let mut left = len;
-    while left > 0 {
-        let n = left.min(zeros.len() as u64) as usize;
-        f.write_all(&zeros[..n])?;
-        left -= n as u64;
+    let written = (|| {
+        while left > 0 {
+            let n = left.min(zeros.len() as u64) as usize;
+            f.write_all(&zeros[..n])?;
+            left -= n as u64;
+        }
+        f.sync_all()
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(path); // a full disk keeps no half file
+        return Err(e);
     }
-    f.sync_all()?;
     file::sync_dir(dir)
 }
 
@@ -172,6 +186,9 @@ impl Journal {
             pushed: Cell::new(0),
             durable: Cell::new(0),
             waiters: RefCell::new(Vec::new()),
+            written_waiters: RefCell::new(Vec::new()),
+            sync_wanted: Cell::new(0),
+            must_sync: Cell::new(false),
             flights: RefCell::new(VecDeque::new()),
             next_write: Cell::new(0),
             in_flight: Cell::new(0),
@@ -206,9 +223,14 @@ impl Journal {
         Ok(Active { file: Rc::new(file), number, pos: 0 })
     }
 
-    /// Makes the next file ready in the background, unless one is.
+    /// Makes the next file ready in the background, unless one is. While
+    /// a full file waits for its checkpoint and none is kept for reuse, it
+    /// waits for that file (`retire_through` calls again): making a new one
+    /// writes the whole file with zeros, which under a steady load at every
+    /// rotation doubled the device's writes.
     fn prepare_spare(self: &Rc<Self>) {
-        if self.spare.borrow().is_some() || self.preparing.replace(true) {
+        let waits_for_retired = self.recycled.borrow().is_none() && !self.full.borrow().is_empty();
+        if self.spare.borrow().is_some() || waits_for_retired || self.preparing.replace(true) {
             return;
         }
         let me = self.clone();
@@ -237,14 +259,18 @@ impl Journal {
         !self.full.borrow().is_empty()
     }
 
-    /// Queues `batches` of `key` (already written to its segment) and
-    /// returns the entry number to wait for; `None` once the journal failed.
-    pub fn push(self: &Rc<Self>, key: JournalKey, batches: impl IntoIterator<Item = Bytes>) -> Option<u64> {
+    /// Queues `batches` of `key` and returns the entry number to wait for;
+    /// `None` once the journal failed. `sync`: the caller will wait for it
+    /// to be durable.
+    pub fn push(self: &Rc<Self>, key: JournalKey, batches: impl IntoIterator<Item = Bytes>, sync: bool) -> Option<u64> {
         if self.failed.get() {
             return None;
         }
         let number = self.pushed.get() + 1;
         self.pushed.set(number);
+        if sync {
+            self.sync_wanted.set(number);
+        }
         self.queue.borrow_mut().extend(batches.into_iter().map(|b| (number, key, b)));
         if !self.writing.replace(true) {
             glommio::spawn_local(self.clone().write_loop()).detach();
@@ -254,7 +280,7 @@ impl Journal {
 
     /// Waits until entry `number` is durable: true, or false if the
     /// journal failed first (the caller must make its data durable itself).
-    pub async fn wait(&self, number: u64) -> bool {
+    pub async fn wait(self: &Rc<Self>, number: u64) -> bool {
         if self.durable.get() >= number {
             return true;
         }
@@ -263,7 +289,37 @@ impl Journal {
         }
         let (tx, rx) = oneshot::channel();
         self.waiters.borrow_mut().push((number, tx));
+        self.sync_wanted.set(self.sync_wanted.get().max(number));
+        self.start_sync();
         rx.await.unwrap_or(false)
+    }
+
+    /// Waits until entry `number`'s write (and every write before it)
+    /// completed: true, or false if the journal failed first.
+    pub async fn wait_written(&self, number: u64) -> bool {
+        if self.written_through.get() >= number {
+            return true;
+        }
+        if self.failed.get() {
+            return false;
+        }
+        let (tx, rx) = oneshot::channel();
+        self.written_waiters.borrow_mut().push((number, tx));
+        rx.await.unwrap_or(false)
+    }
+
+    /// Starts the sync loop if a sync is wanted and none runs.
+    fn start_sync(self: &Rc<Self>) {
+        if self.wants_sync() && !self.syncing.replace(true) {
+            glommio::spawn_local(self.clone().sync_loop()).detach();
+        }
+    }
+
+    /// A completed write holds entries someone waits to see durable, or
+    /// the active file is about to be left.
+    fn wants_sync(&self) -> bool {
+        let durable = self.durable.get();
+        durable < self.written_through.get() && (self.must_sync.get() || self.sync_wanted.get() > durable)
     }
 
     /// Issues writes while entries are queued and fewer than
@@ -282,6 +338,12 @@ impl Journal {
             if self.active.borrow().pos + align_up(first) > self.file_bytes {
                 if self.in_flight.get() > 0 || self.syncing.get() {
                     break; // the last write or sync of this file restarts the loop
+                }
+                if self.durable.get() < self.written_through.get() {
+                    // Every write to a file is synced before it is left.
+                    self.must_sync.set(true);
+                    self.start_sync();
+                    break; // the sync restarts the loop
                 }
                 if let Err(e) = self.rotate().await {
                     self.fail(e);
@@ -368,14 +430,22 @@ impl Journal {
             flights.pop_front();
         }
         drop(flights);
-        if !self.syncing.replace(true) {
-            glommio::spawn_local(self.clone().sync_loop()).detach();
+        let through = self.written_through.get();
+        let ready: Vec<_> = {
+            let mut waiting = self.written_waiters.borrow_mut();
+            let (ready, keep) = std::mem::take(&mut *waiting).into_iter().partition(|(n, _)| *n <= through);
+            *waiting = keep;
+            ready
+        };
+        for (_, tx) in ready {
+            let _ = tx.send(true);
         }
+        self.start_sync();
     }
 
     /// Syncs the active file until every completed write is covered.
     async fn sync_loop(self: Rc<Self>) {
-        while !self.failed.get() && self.durable.get() < self.written_through.get() {
+        while !self.failed.get() && self.wants_sync() {
             let covers = self.written_through.get();
             let file = self.active.borrow().file.clone();
             self.stats.syncs.set(self.stats.syncs.get() + 1);
@@ -383,6 +453,9 @@ impl Journal {
                 Ok(()) => self.completed(covers),
                 Err(e) => self.fail(e),
             }
+        }
+        if self.durable.get() >= self.written_through.get() {
+            self.must_sync.set(false);
         }
         self.syncing.set(false);
         self.kick();
@@ -413,7 +486,7 @@ impl Journal {
             );
         }
         self.queue.borrow_mut().clear();
-        for (_, tx) in self.waiters.borrow_mut().drain(..) {
+        for (_, tx) in self.waiters.borrow_mut().drain(..).chain(self.written_waiters.borrow_mut().drain(..)) {
             let _ = tx.send(false);
         }
     }
@@ -467,6 +540,7 @@ impl Journal {
             self.full.borrow_mut().pop_front();
             if self.recycled.borrow().is_none() {
                 *self.recycled.borrow_mut() = Some(path);
+                self.prepare_spare();
                 continue;
             }
             let shown = path.display().to_string();
@@ -597,56 +671,5 @@ fn decode_file(bytes: &Bytes, generation: u32, number: u32) -> Vec<(JournalKey, 
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn key(p: i32) -> JournalKey {
-        JournalKey { topic_id: [7; 16], partition: p }
-    }
-
-    fn write(entries: &[(JournalKey, &[u8])], generation: u32, number: u32) -> Vec<u8> {
-        let mut out = vec![0u8; 8192];
-        let mut at = 0;
-        for (k, b) in entries {
-            at += encode(&mut out[at..], generation, number, k, b);
-        }
-        out
-    }
-
-    #[test]
-    fn a_file_reads_back_up_to_its_first_torn_entry() {
-        let mut bytes = write(&[(key(1), b"one"), (key(2), b"two"), (key(1), b"three")], 0, 4);
-        let whole = decode_file(&Bytes::from(bytes.clone()), 0, 4);
-        let got: Vec<_> = whole.iter().map(|(k, b)| (k.partition, b.to_vec())).collect();
-        assert_eq!(got, vec![(1, b"one".to_vec()), (2, b"two".to_vec()), (1, b"three".to_vec())]);
-        // Corrupt the second entry's payload: the third is not trusted either.
-        bytes[HEADER + 3 + HEADER] ^= 0xff;
-        assert_eq!(decode_file(&Bytes::from(bytes), 0, 4).len(), 1);
-    }
-
-    #[test]
-    fn a_recycled_files_old_entries_are_not_read_as_new() {
-        // The old file: two writes' worth; the new run overwrote the first block only.
-        let mut bytes = write(&[(key(1), &[1u8; 5000])], 0, 3);
-        let fresh = write(&[(key(2), b"new")], 0, 9);
-        bytes[..4096].copy_from_slice(&fresh[..4096]);
-        let got = decode_file(&Bytes::from(bytes), 0, 9);
-        assert_eq!(got.len(), 1);
-        assert_eq!(got[0].0.partition, 2);
-    }
-
-    #[test]
-    fn padding_skips_to_the_next_write() {
-        let mut bytes = write(&[(key(1), b"a")], 1, 0);
-        let second = write(&[(key(1), b"b")], 1, 0);
-        bytes[4096..].copy_from_slice(&second[..4096]);
-        let got: Vec<_> = decode_file(&Bytes::from(bytes), 1, 0).into_iter().map(|(_, b)| b.to_vec()).collect();
-        assert_eq!(got, vec![b"a".to_vec(), b"b".to_vec()]);
-    }
-
-    #[test]
-    fn names_parse_back() {
-        assert_eq!(parse_name(&file_name(12, 3, 45)), Some((12, 3, 45)));
-        assert_eq!(parse_name("000001-000-00000002.tmp"), None);
-    }
-}
+#[path = "journal_tests.rs"]
+mod tests;

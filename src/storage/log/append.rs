@@ -11,7 +11,7 @@ use std::{
 
 use bytes::BytesMut;
 
-use super::state::{align_down, align_up, bump, AppendInfo, PartitionLog, Pending, ResultSlot};
+use super::state::{bump, AppendInfo, PartitionLog, Pending, ResultSlot};
 use crate::{
     limits,
     protocol::record_batch::{self, TxnMarker},
@@ -29,6 +29,10 @@ pub enum Durability {
     Written,
     /// Once an `fdatasync` covers it (acks=all).
     Synced,
+    /// Once written, like `Written`, for a caller that waits for a sync
+    /// next (`sync_through`, beside other work): the shard journal starts
+    /// that sync as soon as the write completes.
+    WrittenSyncNext,
 }
 
 /// Where one append's time went, for the request stages in `/metrics`
@@ -152,7 +156,8 @@ impl PartitionLog {
         timings: &mut AppendTimings,
     ) -> Result<AppendInfo, StorageError> {
         let slot: ResultSlot = Rc::new(RefCell::new(None));
-        self.state.borrow_mut().pending.push(Pending { batch, header, slot: slot.clone(), copied: false });
+        let synced = durability != Durability::Written;
+        self.state.borrow_mut().pending.push(Pending { batch, header, slot: slot.clone(), copied: false, synced });
         let waited = Instant::now();
         let permit = self.write_permit.acquire_permit(1).await.expect("write permit: never closed");
         timings.permit += waited.elapsed();
@@ -233,11 +238,15 @@ impl PartitionLog {
         n
     }
 
-    /// Writes the tail block plus a run of batches as one aligned DMA write,
-    /// then commits the new state. Nothing is visible to readers before the
-    /// write completed, and a failed write leaves the state as it was.
+    /// Writes a run of batches, then commits the new state. With
+    /// write-behind (`behind`) the run goes into the shard journal and is
+    /// answered once that write completed; its segment write follows in the
+    /// background. Otherwise (or when the journal failed) it is written to
+    /// the segment after whatever bytes wait for it, as aligned DMA writes.
+    /// Nothing is visible to readers before a write holding it completed,
+    /// and a failed write leaves the state as it was.
     async fn write_run(&self, run: &mut [Pending]) -> Result<Vec<AppendInfo>, StorageError> {
-        let (file, ahead, buf, write_pos, needed) = {
+        {
             let st = self.state.borrow();
             let mut next = st.next_offset;
             for p in run.iter_mut() {
@@ -250,42 +259,34 @@ impl PartitionLog {
                 debug_assert!(p.header.base_offset >= next, "copied batches continue the log");
                 next = p.header.last_offset() + 1;
             }
-            let seg = st.active();
-            let write_pos = align_down(seg.size);
-            debug_assert_eq!(st.tail.len() as u64, seg.size - write_pos, "tail mirrors the partial block");
-            let used = st.tail.len() + run.iter().map(|p| p.batch.len()).sum::<usize>();
-            let mut buf = seg.file.alloc(align_up(used as u64) as usize);
-            let bytes = buf.as_bytes_mut();
-            bytes[..st.tail.len()].copy_from_slice(&st.tail);
-            let mut at = st.tail.len();
-            for p in run.iter() {
-                bytes[at..at + p.batch.len()].copy_from_slice(&p.batch);
-                at += p.batch.len();
-            }
-            bytes[used..].fill(0);
-            let needed = write_pos + bytes.len() as u64;
-            (seg.file.clone(), seg.ahead.clone(), buf, write_pos, needed)
-        };
+        }
         // Into the journal alongside the segment (durable appends wait for
         // the journal's sync, not the segment's).
-        self.journal_run(run);
-        let step = self.config.preallocate_step_bytes;
-        if ahead.covers(needed) {
-            // Blocks written before: a plain overwrite, no metadata to change.
-            file.write_at(buf, write_pos)
-                .await
-                .map_err(|e| StorageError::from_io(&self.name, file.path(), "write", e))?;
-        } else {
-            bump(&self.stats.extending_writes, 1);
-            ahead.write_beyond(buf, write_pos, step, &self.name).await?;
+        let entry = self.journal_run(run);
+        let behind = self.behind.clone();
+        if let (Some(entry), Some(link)) = (entry, self.journal.as_ref().filter(|_| self.writes_behind())) {
+            if link.journal.wait_written(entry).await {
+                for p in run.iter() {
+                    behind.stage(&p.batch, p.header.last_offset() + 1);
+                }
+                let infos = run.iter_mut().map(|p| self.commit_batch(p)).collect();
+                behind.schedule();
+                return Ok(infos);
+            }
+            // The journal failed: the segment write makes the run written.
         }
-        let infos = run.iter_mut().map(|p| self.commit_batch(p)).collect();
-        let head = align_up(self.state.borrow().active().size);
-        ahead.top_up(head, self.config.zero_ahead_bytes, self.config.segment_bytes, step, &self.name);
-        Ok(infos)
+        let staged_from = behind.size();
+        for p in run.iter() {
+            behind.stage(&p.batch, p.header.last_offset() + 1);
+        }
+        if let Err(e) = behind.flush().await {
+            behind.unstage_to(staged_from);
+            return Err(e);
+        }
+        Ok(run.iter_mut().map(|p| self.commit_batch(p)).collect())
     }
 
-    /// Makes one written batch visible: segment, index, tail block, cache.
+    /// Makes one written batch visible: segment, index, cache.
     fn commit_batch(&self, p: &mut Pending) -> AppendInfo {
         let batch = std::mem::take(&mut p.batch).freeze();
         let header = p.header;
@@ -293,14 +294,6 @@ impl PartitionLog {
         let seg = st.active_mut();
         let position = seg.size;
         seg.on_append(&header, position);
-        let new_size = seg.size;
-        let keep = (new_size - align_down(new_size)) as usize;
-        if keep <= batch.len() {
-            st.tail.clear();
-            st.tail.extend_from_slice(&batch[batch.len() - keep..]);
-        } else {
-            st.tail.extend_from_slice(&batch);
-        }
         st.next_offset = header.last_offset() + 1;
         bump(&self.stats.appends, 1);
         bump(&self.stats.records_appended, (header.last_offset() - header.base_offset + 1) as u64);

@@ -75,8 +75,13 @@ impl<'a> CompactionPass<'a> {
     }
 
     /// The active segment as it is now.
+    /// The active segment as far as its file holds it (with write-behind
+    /// its last bytes may be on their way; they are above the durable
+    /// offset, which is all compaction reads of it).
     pub(crate) fn active(&self) -> SegmentSnapshot {
-        SegmentSnapshot::of(self.log.state.borrow().active())
+        let mut snapshot = SegmentSnapshot::of(self.log.state.borrow().active());
+        snapshot.size = snapshot.size.min(self.log.behind.written().0);
+        snapshot
     }
 
     /// Takes the write permit to swap `group` (consecutive sealed segments,

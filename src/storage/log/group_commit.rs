@@ -57,14 +57,18 @@ impl PartitionLog {
         self.sync_active().await
     }
 
-    /// One fdatasync of the active segment; the caller holds the sync permit.
+    /// One fdatasync of the active segment, once every byte staged for it
+    /// is in the file; the caller holds the sync permit.
     async fn sync_active(&self) -> Result<(), StorageError> {
+        if self.state.borrow().failed {
+            return Err(StorageError::WritesRefused { partition: self.name.clone() });
+        }
+        self.behind.flush().await?;
         let (file, upto) = {
             let st = self.state.borrow();
-            if st.failed {
-                return Err(StorageError::WritesRefused { partition: self.name.clone() });
-            }
-            (st.active().file.clone(), st.next_offset)
+            // Written and committed: a direct write's run is committed just
+            // after its write completed.
+            (st.active().file.clone(), st.next_offset.min(self.behind.written().1))
         };
         bump(&self.stats.syncs, 1);
         let appends = self.stats.appends.get();

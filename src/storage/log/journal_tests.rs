@@ -25,12 +25,21 @@ fn batch(i: usize) -> BytesMut {
 }
 
 async fn open(data: &Path, generation: u32, replay: &[Bytes]) -> (Rc<PartitionLog>, Rc<Journal>) {
+    open_with(data, generation, replay, LogConfig::default()).await
+}
+
+async fn open_with(
+    data: &Path,
+    generation: u32,
+    replay: &[Bytes],
+    config: LogConfig,
+) -> (Rc<PartitionLog>, Rc<Journal>) {
     let journal = Journal::create(data, generation, 0, 8 << 20).await.expect("journal");
     let link = JournalLink { journal: journal.clone(), key: KEY };
     let (log, _) = PartitionLog::open_journaled(
         &data.join("t-0"),
         PartitionName("t-0".into()),
-        LogConfig::default(),
+        config,
         Clock::System,
         Faults::default(),
         Some(link),
@@ -129,7 +138,9 @@ fn a_run_whose_segment_write_failed_is_superseded_by_the_batch_that_took_its_off
     run(|| async {
         let dir = tempdir();
         let data = dir.path().to_path_buf();
-        let (log, journal) = open(&data, 0, &[]).await;
+        // Each append writes its segment before it is answered.
+        let direct = LogConfig { write_behind_ms: 0, ..LogConfig::default() };
+        let (log, journal) = open_with(&data, 0, &[], direct.clone()).await;
         log.append(batch(0), Durability::Synced).await.unwrap();
         let synced_bytes = stored(&log).await.len() as u64;
         log.append(batch(1), Durability::Synced).await.unwrap();
@@ -143,8 +154,143 @@ fn a_run_whose_segment_write_failed_is_superseded_by_the_batch_that_took_its_off
         lose_writes_after(&segment_file(&data), synced_bytes);
 
         let replay = journal::read_all(&data).expect("read journals");
-        let (log, _) = open(&data, replay.generation, replay.batches(&KEY)).await;
+        let (log, _) = open_with(&data, replay.generation, replay.batches(&KEY), direct).await;
         assert_eq!(log.log_end(), 3);
         assert_eq!(stored(&log).await, expected, "batch 3 at offset 2, not the failed batch 2");
+    });
+}
+
+/// A log with write-behind whose timed segment writes wait `ms`.
+fn behind(ms: u64) -> LogConfig {
+    LogConfig { write_behind_ms: ms, ..LogConfig::default() }
+}
+
+#[test]
+fn acks_1_appends_answered_from_the_journal_come_back_after_a_crash() {
+    run(|| async {
+        let dir = tempdir();
+        let data = dir.path().to_path_buf();
+        // Segment writes a minute away: the journal alone holds the appends.
+        let (log, journal) = open_with(&data, 0, &[], behind(60_000)).await;
+        for i in 0..40 {
+            log.append(batch(i), Durability::Written).await.unwrap();
+        }
+        assert_eq!(log.stats().segment_writes.get(), 0, "answered before any segment write");
+        assert_eq!(journal.stats.syncs.get(), 0, "nobody asked for a sync");
+        let expected = stored(&log).await;
+        assert_eq!(last_offset_in(&expected), 39);
+        drop(log); // a crash: nothing more reaches the segment
+        drop(journal);
+        let (log, _) = open_with(&data, 1, &[], behind(0)).await;
+        assert_eq!(log.log_end(), 0, "the segment itself holds none of them");
+        drop(log);
+
+        let replay = journal::read_all(&data).expect("read journals");
+        let (log, _) = open_with(&data, replay.generation, replay.batches(&KEY), behind(0)).await;
+        assert_eq!(log.log_end(), 40, "every answered batch is back");
+        assert_eq!(stored(&log).await, expected, "byte for byte");
+    });
+}
+
+#[test]
+fn segment_writes_follow_in_the_background_fewer_than_the_appends() {
+    run(|| async {
+        let dir = tempdir();
+        let data = dir.path().to_path_buf();
+        let (log, journal) = open_with(&data, 0, &[], behind(5)).await;
+        let appends = 60;
+        for i in 0..appends {
+            log.append(batch(i), Durability::Written).await.unwrap();
+        }
+        glommio::timer::sleep(std::time::Duration::from_millis(100)).await;
+        let writes = log.stats().segment_writes.get();
+        assert!((1..appends as u64).contains(&writes), "{writes} segment writes for {appends} appends");
+        let expected = stored(&log).await;
+        drop(log);
+        drop(journal);
+        // Without the journal: the segment alone holds every batch.
+        let (log, _) = open_with(&data, 1, &[], behind(0)).await;
+        assert_eq!(log.log_end(), appends as i64);
+        assert_eq!(stored(&log).await, expected);
+    });
+}
+
+#[test]
+fn a_read_of_bytes_not_yet_in_the_segment_waits_for_their_write() {
+    run(|| async {
+        let dir = tempdir();
+        let data = dir.path().to_path_buf();
+        let uncached = |ms| LogConfig { cache_bytes: 0, ..behind(ms) };
+        let (direct, _) = open_with(&data.join("direct"), 0, &[], uncached(0)).await;
+        let (log, _) = open_with(&data, 0, &[], uncached(60_000)).await;
+        for i in 0..12 {
+            direct.append(batch(i), Durability::Written).await.unwrap();
+            log.append(batch(i), Durability::Written).await.unwrap();
+        }
+        assert_eq!(log.stats().segment_writes.get(), 0);
+        assert_eq!(log.stats().cache_reads.get(), 0);
+        let read = stored(&log).await;
+        assert!(log.stats().segment_writes.get() >= 1, "the read wrote the segment first");
+        assert_eq!(read, stored(&direct).await, "the same bytes as a log that wrote each append");
+    });
+}
+
+#[test]
+fn rolls_under_write_behind_keep_every_batch_through_a_crash() {
+    run(|| async {
+        let dir = tempdir();
+        let data = dir.path().to_path_buf();
+        let small = LogConfig { segment_bytes: 8 << 10, ..behind(60_000) };
+        let (log, journal) = open_with(&data, 0, &[], small.clone()).await;
+        for i in 0..100 {
+            log.append(batch(i), Durability::Written).await.unwrap();
+        }
+        assert!(log.segments().len() >= 4, "{} segments", log.segments().len());
+        let expected = stored(&log).await;
+        drop(log);
+        drop(journal);
+        let replay = journal::read_all(&data).expect("read journals");
+        let (log, _) = open_with(&data, replay.generation, replay.batches(&KEY), small).await;
+        assert_eq!(log.log_end(), 100);
+        assert_eq!(stored(&log).await, expected);
+        log.close().await.expect("close");
+    });
+}
+
+#[test]
+fn an_abort_before_a_replayed_batch_survives_two_crashes() {
+    run(|| async {
+        let dir = tempdir();
+        let data = dir.path().to_path_buf();
+        // The replayed batch opens a transaction: the producer states are
+        // not empty when the log checkpoints at open.
+        let txn = |producer: i64, sequence: i32| {
+            let mut b = batch(sequence as usize);
+            b[21..23].copy_from_slice(&0x10i16.to_be_bytes());
+            b[43..51].copy_from_slice(&producer.to_be_bytes());
+            b[51..53].copy_from_slice(&0i16.to_be_bytes());
+            b[53..57].copy_from_slice(&sequence.to_be_bytes());
+            let crc = record_batch::crc32c(&b[21..]);
+            b[17..21].copy_from_slice(&crc.to_be_bytes());
+            b
+        };
+        let abort = record_batch::TxnMarker { producer_id: 5, producer_epoch: 0, commit: false, coordinator_epoch: 1 };
+        let (log, journal) = open_with(&data, 0, &[], behind(5)).await;
+        log.append(txn(5, 0), Durability::Synced).await.unwrap();
+        log.append_marker(abort, 0, Durability::Synced).await.unwrap();
+        glommio::timer::sleep(std::time::Duration::from_millis(50)).await; // in the segment
+        log.append(txn(6, 0), Durability::Synced).await.unwrap();
+        let aborted = log.aborted_index();
+        assert_eq!(aborted.len(), 1);
+        drop(log); // the last batch is in the journal only
+        drop(journal);
+
+        let replay = journal::read_all(&data).expect("read journals");
+        let (log, _) = open_with(&data, replay.generation, replay.batches(&KEY), behind(0)).await;
+        assert_eq!(log.log_end(), 3, "the last batch came back from the journal");
+        assert_eq!(log.aborted_index(), aborted);
+        drop(log);
+        let (log, _) = open_with(&data, replay.generation + 1, &[], behind(0)).await;
+        assert_eq!(log.aborted_index(), aborted, "still known after a second crash");
     });
 }

@@ -1,6 +1,7 @@
-//! Durable appends through the shard journal (`storage::journal`). Once a
-//! log has had a durable append, every batch it writes is also queued in
-//! the journal, as the segment write is issued; a durable append then
+//! Appends through the shard journal (`storage::journal`). With
+//! write-behind every batch goes to the journal first (`behind`); without
+//! it, once a log has had a durable append, every batch it writes is also
+//! queued in the journal, as the segment write is issued; a durable append then
 //! waits for the journal's sync instead of the segment's. Until the journal
 //! holds every offset above what the segment has synced (the first durable
 //! append), or when the journal failed, the segment is synced as before.
@@ -9,21 +10,32 @@ use super::state::{PartitionLog, Pending};
 use crate::storage::journal::JournalLink;
 
 impl PartitionLog {
-    /// Queues a run about to be written to the segment (offsets assigned)
-    /// in the journal, if this log uses it.
-    pub(super) fn journal_run(&self, run: &[Pending]) {
-        let Some(link) = &self.journal else { return };
+    /// Whether appends are answered from the journal's write, their segment
+    /// writes following in the background (`behind`): not while the last
+    /// segment write failed.
+    pub(super) fn writes_behind(&self) -> bool {
+        !self.behind.delay.is_zero()
+            && !self.behind.stalled()
+            && self.journal.as_ref().is_some_and(|l| !l.journal.failed())
+    }
+
+    /// Queues a run about to be written (offsets assigned) in the journal,
+    /// if this log uses it; returns the entry holding it.
+    pub(super) fn journal_run(&self, run: &[Pending]) -> Option<u64> {
+        let link = self.journal.as_ref()?;
+        let behind = self.writes_behind();
         let mut st = self.state.borrow_mut();
         let jt = &mut st.journal;
-        let (Some(first), Some(last)) = (run.first(), run.last()) else { return };
-        if !jt.wanted {
-            return;
+        let (first, last) = (run.first()?, run.last()?);
+        if !jt.wanted && !behind {
+            return None;
         }
         let batches = run.iter().map(|p| bytes::Bytes::copy_from_slice(&p.batch));
-        let Some(entry) = link.journal.push(link.key, batches) else { return };
+        let entry = link.journal.push(link.key, batches, run.iter().any(|p| p.synced))?;
         jt.from.get_or_insert(first.header.base_offset);
         jt.end = last.header.last_offset() + 1;
         jt.entry = entry;
+        Some(entry)
     }
 
     /// The journal entry to wait for to make every offset below `target`

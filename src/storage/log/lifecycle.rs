@@ -5,12 +5,14 @@ use std::{
     cell::{Cell, RefCell},
     path::Path,
     rc::Rc,
+    time::Duration,
 };
 
 use bytes::{Bytes, BytesMut};
 use glommio::sync::Semaphore;
 
 use super::{
+    behind::{Behind, BehindConfig, BehindTarget},
     retention::read_log_start,
     state::{align_down, JournalTrack, LogState, LogStats, PartitionLog},
 };
@@ -61,12 +63,29 @@ impl PartitionLog {
         // DeleteRecords may have moved the start past the first segment's base.
         let log_start = segments[0].base_offset.max(read_log_start(dir).unwrap_or(0).min(next_offset));
         let tail = read_tail(active, &name).await?;
+        let halted = Rc::new(Cell::new(false));
+        let stats = LogStats::default();
+        let behind = Behind::new(
+            name.clone(),
+            BehindTarget { file: active.file.clone(), ahead: active.ahead.clone() },
+            active.size,
+            next_offset,
+            tail,
+            halted.clone(),
+            BehindConfig {
+                delay: Duration::from_millis(config.write_behind_ms),
+                segment_bytes: config.segment_bytes,
+                zero_ahead_bytes: config.zero_ahead_bytes,
+                step: config.preallocate_step_bytes,
+                writes: stats.segment_writes.clone(),
+                extending: stats.extending_writes.clone(),
+            },
+        );
         let state = LogState {
             segments: segments.into_iter().map(|s| (s.base_offset, s)).collect(),
             log_start,
             next_offset,
             durable_offset: next_offset,
-            tail,
             cache: BatchCache::new(config.cache_bytes),
             failed: false,
             closed: false,
@@ -86,11 +105,12 @@ impl PartitionLog {
             sync_permit: Semaphore::new(1),
             clean_permit: Semaphore::new(1),
             sealing: RefCell::new(None),
-            halted: Rc::new(Cell::new(false)),
+            halted,
             cleaned_up_to: Cell::new(None),
             leader_epoch: Cell::new(leader_epoch),
-            stats: LogStats::default(),
+            stats,
             journal: None,
+            behind,
         };
         report.journal_batches = log.replay_journal(replay).await?;
         log.journal = journal;
@@ -105,7 +125,7 @@ impl PartitionLog {
         };
         if report.checkpoint != Some(here) || !report.cuts.is_empty() {
             log.force_sync().await?;
-            log.write_checkpoint().await?;
+            log.write_recovery_point().await?;
         }
         log.rebuild_producers().await;
         Ok((log, report))
@@ -210,6 +230,7 @@ impl PartitionLog {
         if let Some(job) = job {
             job.await;
         }
+        self.behind.settle().await; // a running segment write finished
         for ahead in &aheads {
             ahead.retire().await; // a running zero write finished
         }

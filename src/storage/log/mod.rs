@@ -14,6 +14,9 @@
 //!
 //! - `state` — `PartitionLog`, `LogState` (segments, tail block, cache, the
 //!   append queue, producers), `LogStats`, the accessors.
+//! - `behind` — the active segment's bytes on their way to its file, and
+//!   write-behind: with a journal, appends are answered once the journal
+//!   holds them and reach the segment later, in larger writes.
 //! - `group_commit` — `sync_through`: one `fdatasync` for all who wait.
 //! - `journaled` — or, with a shard journal, one journal write for all.
 //! - `seal` — `roll`, and the background work a roll leaves (`SealWork`,
@@ -34,6 +37,7 @@
 //! This file only names the modules and what they export.
 
 mod append;
+mod behind;
 mod cleaning;
 #[cfg(test)]
 mod close_tests;

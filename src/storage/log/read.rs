@@ -92,9 +92,15 @@ impl PartitionLog {
                 }
                 (log_start, log_end, self.locate(&st, from))
             };
-            bump(&self.stats.disk_reads, 1);
             let (file, start, seg_end, seg_next) = target;
             let sealed = seg_next < log_end;
+            if !sealed && from >= self.behind.written().1 {
+                // Answered from the journal, not yet in the segment, and no
+                // longer cached: the segment write comes first.
+                self.behind.flush().await?;
+                continue;
+            }
+            bump(&self.stats.disk_reads, 1);
             let found = if sealed {
                 locate_sealed(&file, start, seg_end, from, max_bytes, upper).await
             } else {
@@ -142,13 +148,17 @@ impl PartitionLog {
             .expect("offset within [log_start, log_end) lies in or before a segment");
         let relative = (offset.max(seg.base_offset) - seg.base_offset) as u32;
         let start = u64::from(seg.index.lookup(relative));
-        (seg.file.clone(), start, seg.size, seg.next_offset)
+        // The active segment is read only as far as its file holds it.
+        let active = seg.base_offset == st.active().base_offset;
+        let end = if active { seg.size.min(self.behind.written().0) } else { seg.size };
+        (seg.file.clone(), start, end, seg.next_offset)
     }
 
     /// The first offset whose record timestamp is at least `timestamp`, with
     /// that timestamp (Kafka's ListOffsets by time); `None` when every record
     /// is older. Uses the time index to skip to the right part of the log.
     pub async fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<(i64, i64)>, StorageError> {
+        self.behind.flush().await?;
         let target = {
             let st = self.state.borrow();
             st.segments.values().find(|s| s.max_timestamp >= timestamp).map(|s| {

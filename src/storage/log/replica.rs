@@ -47,7 +47,13 @@ impl PartitionLog {
             }
             let slot: ResultSlot = Rc::new(RefCell::new(None));
             let batch = BytesMut::from(&bytes[at..at + total]);
-            self.state.borrow_mut().pending.push(Pending { batch, header, slot: slot.clone(), copied: true });
+            self.state.borrow_mut().pending.push(Pending {
+                batch,
+                header,
+                slot: slot.clone(),
+                copied: true,
+                synced: true,
+            });
             slots.push(slot);
             next = header.last_offset() + 1;
             at += total;

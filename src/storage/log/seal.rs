@@ -6,7 +6,10 @@
 
 use std::{cell::Cell, path::PathBuf, rc::Rc};
 
-use super::state::{LogState, PartitionLog};
+use super::{
+    behind::BehindTarget,
+    state::{LogState, PartitionLog},
+};
 use crate::{
     limits,
     storage::{
@@ -56,10 +59,10 @@ impl PartitionLog {
         let seg =
             recovery::create_segment(&self.dir, base, &self.name, &self.config, &self.faults, self.clock.now_ms())
                 .await?;
+        self.behind.restart(BehindTarget { file: seg.file.clone(), ahead: seg.ahead.clone() }, base);
         let checkpoint = {
             let mut st = self.state.borrow_mut();
             st.segments.insert(base, seg);
-            st.tail.clear();
             self.checkpoint_work(&st)
         };
         let previous = self.sealing.borrow_mut().take();
@@ -128,6 +131,16 @@ impl PartitionLog {
     /// Records the recovery point (and producer snapshot) now.
     pub(super) async fn write_checkpoint(&self) -> Result<(), StorageError> {
         let work = self.checkpoint_work(&self.state.borrow());
+        work.run().await
+    }
+
+    /// Records the recovery point alone. At open the producer states are
+    /// not rebuilt yet (only what a journal replay appended is in them), and
+    /// the active segment's aborts are in no `.txnindex` file: a snapshot
+    /// there would hide the aborts before it from every later open.
+    pub(super) async fn write_recovery_point(&self) -> Result<(), StorageError> {
+        let mut work = self.checkpoint_work(&self.state.borrow());
+        work.snapshot = None;
         work.run().await
     }
 }

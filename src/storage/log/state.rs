@@ -36,8 +36,11 @@ pub struct LogStats {
     pub records_appended: Cell<u64>,
     pub bytes_appended: Cell<u64>,
     pub syncs: Cell<u64>,
-    /// Appends written past the zeroed blocks (see `storage::zero_ahead`).
-    pub extending_writes: Cell<u64>,
+    /// Segment writes past the zeroed blocks (see `storage::zero_ahead`).
+    pub extending_writes: Rc<Cell<u64>>,
+    /// Writes of appended bytes to the active segment: with write-behind
+    /// fewer than the appends (see `behind`).
+    pub segment_writes: Rc<Cell<u64>>,
     /// fdatasync latency, seconds.
     pub sync_seconds: Buckets,
     /// Appends covered by each fdatasync (the group commit's batch size).
@@ -57,7 +60,8 @@ impl Default for LogStats {
             records_appended: Cell::new(0),
             bytes_appended: Cell::new(0),
             syncs: Cell::new(0),
-            extending_writes: Cell::new(0),
+            extending_writes: Rc::new(Cell::new(0)),
+            segment_writes: Rc::new(Cell::new(0)),
             sync_seconds: Buckets::new(buckets::LATENCY_SECONDS),
             appends_per_sync: Buckets::new(buckets::BATCH_SIZES),
             appends_at_last_sync: Cell::new(0),
@@ -91,6 +95,9 @@ pub(super) struct Pending {
     /// Copied from the partition's leader: written at the offsets and
     /// leader epoch it carries (`replica`), not given new ones.
     pub(super) copied: bool,
+    /// Its appender waits for it to be durable (acks=all, or a follower's
+    /// copy): a journal entry holding it asks for a sync at once.
+    pub(super) synced: bool,
 }
 
 pub(super) struct LogState {
@@ -101,8 +108,6 @@ pub(super) struct LogState {
     pub(super) next_offset: i64,
     /// Every offset below this is covered by an fdatasync.
     pub(super) durable_offset: i64,
-    /// The active segment's last partial block, rewritten with each append.
-    pub(super) tail: Vec<u8>,
     pub(super) cache: BatchCache,
     /// Set when an fdatasync failed: writes are refused until reopen.
     pub(super) failed: bool,
@@ -169,6 +174,8 @@ pub struct PartitionLog {
     pub(super) stats: LogStats,
     /// The shard journal durable appends go through, if any.
     pub(super) journal: Option<crate::storage::journal::JournalLink>,
+    /// The active segment's bytes not yet in its file (see `behind`).
+    pub(super) behind: Rc<super::behind::Behind>,
 }
 
 impl Drop for PartitionLog {
