@@ -275,14 +275,9 @@ impl PartitionLog {
             }
             // The journal failed: the segment write makes the run written.
         }
-        let staged_from = behind.size();
-        for p in run.iter() {
-            behind.stage(&p.batch, p.header.last_offset() + 1);
-        }
-        if let Err(e) = behind.flush().await {
-            behind.unstage_to(staged_from);
-            return Err(e);
-        }
+        let batches: Vec<&[u8]> = run.iter().map(|p| &p.batch[..]).collect();
+        let next_offset = run.last().expect("a run holds a batch").header.last_offset() + 1;
+        behind.write_through(&batches, next_offset).await?;
         Ok(run.iter_mut().map(|p| self.commit_batch(p)).collect())
     }
 

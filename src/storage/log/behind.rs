@@ -1,9 +1,9 @@
 //! The active segment's bytes on their way to the file, and write-behind.
 //!
 //! [`Behind`] holds the active segment's bytes from the last partial block
-//! the file has (`align_down(written)`) to the log end (`size`): one block
-//! at most when every append writes its segment (the block the next append
-//! rewrites), more under write-behind.
+//! the file has (`align_down(written)`) to the log end: less than a block
+//! when every append writes its segment (the block the next append
+//! rewrites, `write_through`), more under write-behind (`stage`).
 //!
 //! **Write-behind.** With a shard journal, an append is answered once the
 //! journal write holding it completed (`wait_written`): for acks=1 that is
@@ -50,11 +50,11 @@ struct BehindState {
     /// a batch boundary).
     written: u64,
     written_offset: i64,
-    /// The segment's size and next offset with every staged batch.
-    size: u64,
-    /// The segment's bytes from `align_down(written)` to `size`.
+    /// The segment's bytes from `align_down(written)` to its size with
+    /// every staged batch.
     tail: Vec<u8>,
-    /// Each staged batch's end: (segment size, next offset) after it.
+    /// Each staged batch's end: (segment size, next offset) after it. The
+    /// last one is the segment's size; none are staged when it is `written`.
     ends: VecDeque<(u64, i64)>,
     /// A timed write is scheduled.
     armed: bool,
@@ -64,6 +64,13 @@ struct BehindState {
     /// succeeds, appends write their segment before they are answered, so
     /// the producer hears of it.
     stalled: bool,
+}
+
+impl BehindState {
+    /// The segment's size with every staged batch.
+    fn size(&self) -> u64 {
+        self.ends.back().map_or(self.written, |e| e.0)
+    }
 }
 
 pub(super) struct Behind {
@@ -112,7 +119,6 @@ impl Behind {
                 target,
                 written: size,
                 written_offset: next_offset,
-                size,
                 tail,
                 ends: VecDeque::new(),
                 armed: false,
@@ -134,11 +140,10 @@ impl Behind {
     /// flushed the old one and holds the write permit.
     pub(super) fn restart(&self, target: BehindTarget, next_offset: i64) {
         let mut st = self.state.borrow_mut();
-        debug_assert_eq!(st.written, st.size, "a segment is flushed before it rolls");
+        debug_assert!(st.ends.is_empty(), "a segment is flushed before it rolls");
         st.target = target;
         st.written = 0;
         st.written_offset = next_offset;
-        st.size = 0;
         st.tail.clear();
         st.ends.clear();
     }
@@ -148,34 +153,12 @@ impl Behind {
     pub(super) fn stage(&self, batch: &[u8], next_offset: i64) {
         let mut st = self.state.borrow_mut();
         st.tail.extend_from_slice(batch);
-        st.size += batch.len() as u64;
-        let size = st.size;
+        let size = st.size() + batch.len() as u64;
         st.ends.push_back((size, next_offset));
-    }
-
-    /// Drops what was staged past `size` (a run whose write failed), down
-    /// to what the file holds.
-    pub(super) fn unstage_to(&self, size: u64) {
-        let mut st = self.state.borrow_mut();
-        let size = size.max(st.written);
-        if size >= st.size {
-            return;
-        }
-        let cut = st.size - size;
-        let keep = st.tail.len() - cut as usize;
-        st.tail.truncate(keep);
-        st.size = size;
-        while st.ends.back().is_some_and(|e| e.0 > size) {
-            st.ends.pop_back();
-        }
     }
 
     pub(super) fn stalled(&self) -> bool {
         self.state.borrow().stalled
-    }
-
-    pub(super) fn size(&self) -> u64 {
-        self.state.borrow().size
     }
 
     /// Bytes of the segment in the file and the offset they end at.
@@ -189,10 +172,10 @@ impl Behind {
     pub(super) fn schedule(self: &Rc<Self>) {
         let (now, later) = {
             let mut st = self.state.borrow_mut();
-            if st.size == st.written {
+            if st.ends.is_empty() {
                 return;
             }
-            let now = st.size - st.written >= BEHIND_BYTES && !st.urgent;
+            let now = st.size() - st.written >= BEHIND_BYTES && !st.urgent;
             st.urgent |= now;
             let later = !now && !st.armed;
             st.armed |= later;
@@ -220,7 +203,7 @@ impl Behind {
                 st.urgent = false;
             }
             // Bytes staged while this write was in flight get their own.
-            let again = st.size > st.written && !st.armed && !me.halted.get();
+            let again = !st.ends.is_empty() && !st.armed && !me.halted.get();
             drop(st);
             if again {
                 me.schedule();
@@ -232,22 +215,73 @@ impl Behind {
     /// `WRITE_BYTES_MAX` (a larger batch in one) ending at batch boundaries.
     pub(super) async fn flush(&self) -> Result<(), StorageError> {
         let _permit = self.permit.acquire_permit(1).await.expect("segment write permit: never closed");
+        self.flush_staged().await
+    }
+
+    /// Writes `batches` (offsets assigned, the last ending at `next_offset`)
+    /// to the segment after every staged byte, without staging them: the
+    /// segment's last partial block and the batches go straight into one
+    /// aligned write, as when no write-behind is on. A failed write leaves
+    /// the state as it was.
+    pub(super) async fn write_through(&self, batches: &[&[u8]], next_offset: i64) -> Result<(), StorageError> {
+        let _permit = self.permit.acquire_permit(1).await.expect("segment write permit: never closed");
+        self.flush_staged().await?;
+        let (file, ahead, buf, pos, end, tail) = {
+            let st = self.state.borrow();
+            let pos = align_down(st.written);
+            let used = st.tail.len() + batches.iter().map(|b| b.len()).sum::<usize>();
+            let mut buf = st.target.file.alloc(align_up(used as u64) as usize);
+            let bytes = buf.as_bytes_mut();
+            bytes[..st.tail.len()].copy_from_slice(&st.tail);
+            let mut at = st.tail.len();
+            for b in batches {
+                bytes[at..at + b.len()].copy_from_slice(b);
+                at += b.len();
+            }
+            bytes[used..].fill(0);
+            // The last partial block, which the next write starts with.
+            let tail = bytes[align_down(used as u64) as usize..used].to_vec();
+            (st.target.file.clone(), st.target.ahead.clone(), buf, pos, pos + used as u64, tail)
+        };
+        self.write_block(&file, &ahead, buf, pos).await?;
+        let mut st = self.state.borrow_mut();
+        st.tail = tail;
+        st.written = end;
+        st.written_offset = next_offset;
+        drop(st);
+        self.writes.set(self.writes.get() + 1);
+        ahead.top_up(align_up(end), self.zero_ahead_bytes, self.segment_bytes, self.step, &self.name);
+        Ok(())
+    }
+
+    /// [`Self::flush`] for a caller holding the segment write permit.
+    async fn flush_staged(&self) -> Result<(), StorageError> {
         loop {
             let Some(step) = self.next_write() else { return Ok(()) };
             let (file, ahead, buf, pos, end, end_offset) = step;
-            let needed = pos + buf.len() as u64;
-            let written = if ahead.covers(needed) {
-                file.write_at(buf, pos).await.map_err(|e| StorageError::from_io(&self.name, file.path(), "write", e))
-            } else {
-                self.extending.set(self.extending.get() + 1);
-                ahead.write_beyond(buf, pos, self.step, &self.name).await
-            };
-            // A failed write leaves the state as it was, to be tried again.
-            self.state.borrow_mut().stalled = written.is_err();
-            written?;
+            self.write_block(&file, &ahead, buf, pos).await?;
             self.mark_written(end, end_offset);
             ahead.top_up(align_up(end), self.zero_ahead_bytes, self.segment_bytes, self.step, &self.name);
         }
+    }
+
+    /// One aligned segment write at `pos`, growing the file first when it
+    /// reaches past the zeroed blocks. Records whether it failed (`stalled`).
+    async fn write_block(
+        &self,
+        file: &SegmentFile,
+        ahead: &ZeroAhead,
+        buf: glommio::io::DmaBuffer,
+        pos: u64,
+    ) -> Result<(), StorageError> {
+        let written = if ahead.covers(pos + buf.len() as u64) {
+            file.write_at(buf, pos).await.map_err(|e| StorageError::from_io(&self.name, file.path(), "write", e))
+        } else {
+            self.extending.set(self.extending.get() + 1);
+            ahead.write_beyond(buf, pos, self.step, &self.name).await
+        };
+        self.state.borrow_mut().stalled = written.is_err();
+        written
     }
 
     /// The next write: its file, buffer, position, and the segment size and
@@ -255,12 +289,8 @@ impl Behind {
     #[allow(clippy::type_complexity)]
     fn next_write(&self) -> Option<(Rc<SegmentFile>, Rc<ZeroAhead>, glommio::io::DmaBuffer, u64, u64, i64)> {
         let st = self.state.borrow();
-        if st.written == st.size {
-            return None;
-        }
+        let &(mut end, mut end_offset) = st.ends.front()?;
         let pos = align_down(st.written);
-        let mut end = st.ends.front().map_or(st.size, |e| e.0);
-        let mut end_offset = st.ends.front().map_or(st.written_offset, |e| e.1);
         for &(e, o) in st.ends.iter().skip(1) {
             if e - pos > limits::WRITE_BYTES_MAX as u64 {
                 break;
