@@ -9,7 +9,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 
 use super::state::{bump, AppendInfo, PartitionLog, Pending, ResultSlot};
 use crate::{
@@ -260,40 +260,41 @@ impl PartitionLog {
                 next = p.header.last_offset() + 1;
             }
         }
+        // Patched, each batch is shared from here on: the journal, the
+        // segment write and the cache hold the same bytes.
+        let batches: Vec<Bytes> = run.iter_mut().map(|p| std::mem::take(&mut p.batch).freeze()).collect();
         // Into the journal alongside the segment (durable appends wait for
         // the journal's sync, not the segment's).
-        let entry = self.journal_run(run);
+        let entry = self.journal_run(run, &batches);
         let behind = self.behind.clone();
         if let (Some(entry), Some(link)) = (entry, self.journal.as_ref().filter(|_| self.writes_behind())) {
             if link.journal.wait_written(entry).await {
-                for p in run.iter() {
-                    behind.stage(&p.batch, p.header.last_offset() + 1);
+                for (p, batch) in run.iter().zip(&batches) {
+                    behind.stage(batch, p.header.last_offset() + 1);
                 }
-                let infos = run.iter_mut().map(|p| self.commit_batch(p)).collect();
+                let infos = run.iter().zip(batches).map(|(p, batch)| self.commit_batch(&p.header, batch)).collect();
                 behind.schedule();
                 return Ok(infos);
             }
             // The journal failed: the segment write makes the run written.
         }
-        let batches: Vec<&[u8]> = run.iter().map(|p| &p.batch[..]).collect();
+        let slices: Vec<&[u8]> = batches.iter().map(|b| &b[..]).collect();
         let next_offset = run.last().expect("a run holds a batch").header.last_offset() + 1;
-        behind.write_through(&batches, next_offset).await?;
-        Ok(run.iter_mut().map(|p| self.commit_batch(p)).collect())
+        behind.write_through(&slices, next_offset).await?;
+        Ok(run.iter().zip(batches).map(|(p, batch)| self.commit_batch(&p.header, batch)).collect())
     }
 
     /// Makes one written batch visible: segment, index, cache.
-    fn commit_batch(&self, p: &mut Pending) -> AppendInfo {
-        let batch = std::mem::take(&mut p.batch).freeze();
-        let header = p.header;
+    fn commit_batch(&self, header: &record_batch::BatchHeader, batch: Bytes) -> AppendInfo {
         let mut st = self.state.borrow_mut();
         let seg = st.active_mut();
         let position = seg.size;
-        seg.on_append(&header, position);
+        seg.on_append(header, position);
         st.next_offset = header.last_offset() + 1;
         bump(&self.stats.appends, 1);
         bump(&self.stats.records_appended, (header.last_offset() - header.base_offset + 1) as u64);
         bump(&self.stats.bytes_appended, batch.len() as u64);
-        PartitionLog::apply_batch(&mut st, &header, &batch);
+        PartitionLog::apply_batch(&mut st, header, &batch);
         st.cache.push(CachedBatch { base_offset: header.base_offset, last_offset: header.last_offset(), bytes: batch });
         AppendInfo {
             base_offset: header.base_offset,

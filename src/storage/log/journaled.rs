@@ -20,8 +20,9 @@ impl PartitionLog {
     }
 
     /// Queues a run about to be written (offsets assigned) in the journal,
-    /// if this log uses it; returns the entry holding it.
-    pub(super) fn journal_run(&self, run: &[Pending]) -> Option<u64> {
+    /// if this log uses it (sharing `batches`, the run's bytes); returns
+    /// the entry holding it.
+    pub(super) fn journal_run(&self, run: &[Pending], batches: &[bytes::Bytes]) -> Option<u64> {
         let link = self.journal.as_ref()?;
         let behind = self.writes_behind();
         let mut st = self.state.borrow_mut();
@@ -30,8 +31,7 @@ impl PartitionLog {
         if !jt.wanted && !behind {
             return None;
         }
-        let batches = run.iter().map(|p| bytes::Bytes::copy_from_slice(&p.batch));
-        let entry = link.journal.push(link.key, batches, run.iter().any(|p| p.synced))?;
+        let entry = link.journal.push(link.key, batches.iter().cloned(), run.iter().any(|p| p.synced))?;
         jt.from.get_or_insert(first.header.base_offset);
         jt.end = last.header.last_offset() + 1;
         jt.entry = entry;
