@@ -94,9 +94,10 @@ pub struct Journal {
     /// Entry numbers: the last queued and the last made durable.
     pushed: Cell<u64>,
     durable: Cell<u64>,
-    waiters: RefCell<Vec<(u64, oneshot::Sender<bool>)>>,
+    /// Appenders waiting for their entry to be durable.
+    waiters: Waiters,
     /// Appends waiting for their entry's write (write-behind's answer).
-    written_waiters: RefCell<Vec<(u64, oneshot::Sender<bool>)>>,
+    written_waiters: Waiters,
     /// The last entry pushed by an appender that will wait for its sync:
     /// a sync starts as soon as its write completes. Entries nobody waits
     /// for are synced only before their file is left (or by a later sync).
@@ -114,6 +115,40 @@ pub struct Journal {
     writing: Cell<bool>,
     failed: Cell<bool>,
     pub stats: JournalStats,
+}
+
+/// Callers waiting for an entry number to be reached (written, or durable).
+#[derive(Default)]
+struct Waiters(RefCell<Vec<(u64, oneshot::Sender<bool>)>>);
+
+impl Waiters {
+    /// Told true once `number` is reached, false if the journal fails first.
+    fn add(&self, number: u64) -> oneshot::Receiver<bool> {
+        let (tx, rx) = oneshot::channel();
+        self.0.borrow_mut().push((number, tx));
+        rx
+    }
+
+    /// Tells every waiter for an entry through `through`.
+    fn release(&self, through: u64) {
+        let ready: Vec<_> = {
+            let mut waiting = self.0.borrow_mut();
+            let (ready, keep) = std::mem::take(&mut *waiting).into_iter().partition(|(n, _)| *n <= through);
+            *waiting = keep;
+            ready
+        };
+        for (_, tx) in ready {
+            let _ = tx.send(true);
+        }
+    }
+
+    /// Tells every waiter the journal failed.
+    fn fail(&self) {
+        let failed = std::mem::take(&mut *self.0.borrow_mut());
+        for (_, tx) in failed {
+            let _ = tx.send(false);
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -185,8 +220,8 @@ impl Journal {
             queue: RefCell::new(VecDeque::new()),
             pushed: Cell::new(0),
             durable: Cell::new(0),
-            waiters: RefCell::new(Vec::new()),
-            written_waiters: RefCell::new(Vec::new()),
+            waiters: Waiters::default(),
+            written_waiters: Waiters::default(),
             sync_wanted: Cell::new(0),
             must_sync: Cell::new(false),
             flights: RefCell::new(VecDeque::new()),
@@ -281,14 +316,10 @@ impl Journal {
     /// Waits until entry `number` is durable: true, or false if the
     /// journal failed first (the caller must make its data durable itself).
     pub async fn wait(self: &Rc<Self>, number: u64) -> bool {
-        if self.durable.get() >= number {
-            return true;
+        if let Some(known) = self.known(self.durable.get(), number) {
+            return known;
         }
-        if self.failed.get() {
-            return false;
-        }
-        let (tx, rx) = oneshot::channel();
-        self.waiters.borrow_mut().push((number, tx));
+        let rx = self.waiters.add(number);
         self.sync_wanted.set(self.sync_wanted.get().max(number));
         self.start_sync();
         rx.await.unwrap_or(false)
@@ -297,15 +328,23 @@ impl Journal {
     /// Waits until entry `number`'s write (and every write before it)
     /// completed: true, or false if the journal failed first.
     pub async fn wait_written(&self, number: u64) -> bool {
-        if self.written_through.get() >= number {
-            return true;
+        if let Some(known) = self.known(self.written_through.get(), number) {
+            return known;
         }
-        if self.failed.get() {
-            return false;
+        self.written_waiters.add(number).await.unwrap_or(false)
+    }
+
+    /// Whether a wait for entry `number`, which `reached` (written or
+    /// durable) has come to, is over: true, false once the journal failed,
+    /// `None` while it must wait.
+    fn known(&self, reached: u64, number: u64) -> Option<bool> {
+        if reached >= number {
+            Some(true)
+        } else if self.failed.get() {
+            Some(false)
+        } else {
+            None
         }
-        let (tx, rx) = oneshot::channel();
-        self.written_waiters.borrow_mut().push((number, tx));
-        rx.await.unwrap_or(false)
     }
 
     /// Starts the sync loop if a sync is wanted and none runs.
@@ -430,16 +469,7 @@ impl Journal {
             flights.pop_front();
         }
         drop(flights);
-        let through = self.written_through.get();
-        let ready: Vec<_> = {
-            let mut waiting = self.written_waiters.borrow_mut();
-            let (ready, keep) = std::mem::take(&mut *waiting).into_iter().partition(|(n, _)| *n <= through);
-            *waiting = keep;
-            ready
-        };
-        for (_, tx) in ready {
-            let _ = tx.send(true);
-        }
+        self.written_waiters.release(self.written_through.get());
         self.start_sync();
     }
 
@@ -464,17 +494,7 @@ impl Journal {
     /// Every entry through `covers` is durable.
     fn completed(&self, covers: u64) {
         self.durable.set(self.durable.get().max(covers));
-        let durable = self.durable.get();
-        let mut waiters = self.waiters.borrow_mut();
-        let mut i = 0;
-        while i < waiters.len() {
-            if waiters[i].0 <= durable {
-                let (_, tx) = waiters.swap_remove(i);
-                let _ = tx.send(true);
-            } else {
-                i += 1;
-            }
-        }
+        self.waiters.release(self.durable.get());
     }
 
     fn fail(&self, e: io::Error) {
@@ -486,9 +506,8 @@ impl Journal {
             );
         }
         self.queue.borrow_mut().clear();
-        for (_, tx) in self.waiters.borrow_mut().drain(..).chain(self.written_waiters.borrow_mut().drain(..)) {
-            let _ = tx.send(false);
-        }
+        self.waiters.fail();
+        self.written_waiters.fail();
     }
 
     /// Moves to the next file; the full one waits for a checkpoint.
