@@ -9,19 +9,14 @@ use std::{path::Path, rc::Rc};
 use bytes::BytesMut;
 
 use super::{Durability, PartitionLog};
-use crate::{
-    protocol::record_batch::{self, Record},
-    storage::{
-        error::StorageError,
-        testing::{open_log, run, tempdir},
-        LogConfig,
-    },
+use crate::storage::{
+    error::StorageError,
+    testing::{one_record, open_log, run, tempdir},
+    LogConfig,
 };
 
 fn batch(i: usize) -> BytesMut {
-    let value = format!("record-{i}-{}", "x".repeat(200));
-    let records = [Record { key: Some(b"k"), value: Some(value.as_bytes()), timestamp_delta: 0 }];
-    BytesMut::from(&record_batch::encode_batch(&records, 1_790_000_000_000)[..])
+    one_record(&format!("record-{i}-{}", "x".repeat(200)))
 }
 
 async fn open(dir: &Path, config: &LogConfig) -> Rc<PartitionLog> {

@@ -7,11 +7,11 @@ use bytes::{Bytes, BytesMut};
 
 use super::{Durability, PartitionLog};
 use crate::{
-    protocol::record_batch::{self, Record},
+    protocol::record_batch,
     storage::{
         file::Fault,
         journal::{self, Journal, JournalKey, JournalLink},
-        testing::{run, tempdir},
+        testing::{make_transactional, one_record, run, tempdir},
         Clock, Faults, LogConfig, PartitionName,
     },
 };
@@ -19,9 +19,7 @@ use crate::{
 const KEY: JournalKey = JournalKey { topic_id: [9; 16], partition: 0 };
 
 fn batch(i: usize) -> BytesMut {
-    let value = format!("record-{i}-{}", "y".repeat(300 + i));
-    let records = [Record { key: Some(b"k"), value: Some(value.as_bytes()), timestamp_delta: 0 }];
-    BytesMut::from(&record_batch::encode_batch(&records, 1_790_000_000_000)[..])
+    one_record(&format!("record-{i}-{}", "y".repeat(300 + i)))
 }
 
 async fn open(data: &Path, generation: u32, replay: &[Bytes]) -> (Rc<PartitionLog>, Rc<Journal>) {
@@ -266,12 +264,7 @@ fn an_abort_before_a_replayed_batch_survives_two_crashes() {
         // not empty when the log checkpoints at open.
         let txn = |producer: i64, sequence: i32| {
             let mut b = batch(sequence as usize);
-            b[21..23].copy_from_slice(&0x10i16.to_be_bytes());
-            b[43..51].copy_from_slice(&producer.to_be_bytes());
-            b[51..53].copy_from_slice(&0i16.to_be_bytes());
-            b[53..57].copy_from_slice(&sequence.to_be_bytes());
-            let crc = record_batch::crc32c(&b[21..]);
-            b[17..21].copy_from_slice(&crc.to_be_bytes());
+            make_transactional(&mut b, producer, 0, sequence);
             b
         };
         let abort = record_batch::TxnMarker { producer_id: 5, producer_epoch: 0, commit: false, coordinator_epoch: 1 };

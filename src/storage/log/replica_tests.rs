@@ -10,7 +10,7 @@ use crate::{
     protocol::record_batch::{self, Record, TxnMarker},
     storage::{
         error::StorageError,
-        testing::{open_log, run, tempdir},
+        testing::{make_transactional, open_log, run, tempdir},
         LogConfig,
     },
 };
@@ -28,12 +28,7 @@ fn transactional(base_sequence: i32) -> BytesMut {
         Record { key: None, value: Some(b"t-b"), timestamp_delta: 1 },
     ];
     let mut b = record_batch::encode_batch(&records, 1_790_000_000_500);
-    b[21..23].copy_from_slice(&0x10i16.to_be_bytes());
-    b[43..51].copy_from_slice(&77i64.to_be_bytes());
-    b[51..53].copy_from_slice(&0i16.to_be_bytes());
-    b[53..57].copy_from_slice(&base_sequence.to_be_bytes());
-    let crc = record_batch::crc32c(&b[21..]);
-    b[17..21].copy_from_slice(&crc.to_be_bytes());
+    make_transactional(&mut b, 77, 0, base_sequence);
     BytesMut::from(&b[..])
 }
 

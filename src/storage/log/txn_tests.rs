@@ -11,26 +11,19 @@ use crate::{
     protocol::record_batch::{self, Record, TxnMarker},
     storage::{
         producers::AbortedTxn,
-        testing::{open_log, run, tempdir},
+        testing::{make_transactional, open_log, run, tempdir},
         LogConfig,
     },
 };
 
-/// A transactional batch of `n` records, laid out by hand: attributes
-/// 0x10, producer id, epoch and base sequence at their v2 positions, and
-/// the CRC over attributes..end recomputed.
+/// A transactional batch of `n` records.
 fn txn_batch(producer_id: i64, epoch: i16, base_sequence: i32, n: usize) -> BytesMut {
     let values: Vec<Vec<u8>> =
         (0..n).map(|i| format!("p{producer_id}-{}", base_sequence as usize + i).into_bytes()).collect();
     let records: Vec<Record<'_>> =
         values.iter().map(|v| Record { key: Some(b"k"), value: Some(v), timestamp_delta: 0 }).collect();
     let mut b = record_batch::encode_batch(&records, 1_790_000_000_000);
-    b[21..23].copy_from_slice(&0x10i16.to_be_bytes());
-    b[43..51].copy_from_slice(&producer_id.to_be_bytes());
-    b[51..53].copy_from_slice(&epoch.to_be_bytes());
-    b[53..57].copy_from_slice(&base_sequence.to_be_bytes());
-    let crc = crc32c::crc32c(&b[21..]);
-    b[17..21].copy_from_slice(&crc.to_be_bytes());
+    make_transactional(&mut b, producer_id, epoch, base_sequence);
     BytesMut::from(&b[..])
 }
 
@@ -160,12 +153,7 @@ fn keyed_batch(producer: Option<(i64, i32)>, records: &[(&str, &str)]) -> BytesM
         .collect();
     let mut b = record_batch::encode_batch(&records, 1_790_000_000_000);
     if let Some((producer_id, base_sequence)) = producer {
-        b[21..23].copy_from_slice(&0x10i16.to_be_bytes());
-        b[43..51].copy_from_slice(&producer_id.to_be_bytes());
-        b[51..53].copy_from_slice(&0i16.to_be_bytes());
-        b[53..57].copy_from_slice(&base_sequence.to_be_bytes());
-        let crc = crc32c::crc32c(&b[21..]);
-        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        make_transactional(&mut b, producer_id, 0, base_sequence);
     }
     BytesMut::from(&b[..])
 }
