@@ -224,6 +224,9 @@ pub struct ServeArgs {
     /// journal off and acks=all syncs each partition's segment instead).
     #[arg(long)]
     pub journal_file_bytes: Option<u64>,
+    /// Microseconds an idle shard polls before it parks (default 0).
+    #[arg(long)]
+    pub spin_before_park_us: Option<u64>,
     /// Memory the broker may use, split over its shards, e.g. 2GiB or
     /// 512MiB (default: a quarter of the machine's). It covers requests in
     /// flight, partition state and the batch cache, which evicts to fit.
@@ -288,6 +291,9 @@ impl ServeArgs {
         }
         if let Some(v) = self.journal_file_bytes {
             c.journal_file_bytes = v;
+        }
+        if let Some(v) = self.spin_before_park_us {
+            c.spin_before_park_us = v;
         }
         if let Some(v) = self.memory {
             c.memory = Some(v);

@@ -119,6 +119,12 @@ pub struct ServeConfig {
     /// for all partitions; 0 turns the journal off (each partition's
     /// segment is synced instead).
     pub journal_file_bytes: u64,
+    /// Microseconds a shard with nothing to do polls its rings before it
+    /// parks (glommio's `spin_before_park`); 0 parks at once. A parked
+    /// shard is woken by the kernel (an interrupt between cores, a VM exit
+    /// on a guest); a spinning one sees the next request without that, but
+    /// keeps its core from the kernel's io workers for the spin.
+    pub spin_before_park_us: u64,
     /// Memory the broker may use, split over its shards: "2GiB", "512MiB"
     /// (see `server::memory`); a quarter of the machine's when absent.
     pub memory: Option<String>,
@@ -178,6 +184,7 @@ impl Default for ServeConfig {
             zero_ahead_bytes: crate::limits::ZERO_AHEAD_BYTES_DEFAULT,
             write_behind_ms: crate::limits::WRITE_BEHIND_MS_DEFAULT,
             journal_file_bytes: crate::limits::JOURNAL_FILE_BYTES_DEFAULT,
+            spin_before_park_us: 0,
             memory: None,
             segment_files_idle_close_ms: 30_000,
             super_users: Vec::new(),

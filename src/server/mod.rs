@@ -290,8 +290,11 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
         let (listeners, tls) = (listeners.clone(), tls.clone());
         let metrics = if index == 0 { metrics.take() } else { None };
         let replica = replica.next();
-        let handle = LocalExecutorBuilder::new(Placement::Fixed(cpu))
-            .name(&format!("shard-{index}"))
+        let mut builder = LocalExecutorBuilder::new(Placement::Fixed(cpu)).name(&format!("shard-{index}"));
+        if config.spin_before_park_us > 0 {
+            builder = builder.spin_before_park(Duration::from_micros(config.spin_before_park_us));
+        }
+        let handle = builder
             .spawn(move || async move {
                 let start = ShardStart { mesh, table, settings, listeners, tls, stop, ready };
                 run_shard(start, ShardExtras { maintenance_every, metrics, replica, acls, replay }).await

@@ -51,8 +51,15 @@ impl Broker {
 
     /// One shard, with the whole process (helper threads included) confined
     /// to `cpu` by `taskset -c`, as an operator might.
-    pub fn start_confined(data_dir: &Path, cpu: usize) -> Self {
-        Self::launch(data_dir, free_port(), 1, &[], None, Some(cpu))
+    /// `toml`, when not empty, is a config file's settings, as in
+    /// `start_with_config`.
+    pub fn start_confined(data_dir: &Path, cpu: usize, toml: &str) -> Self {
+        let config = (!toml.is_empty()).then(|| {
+            let path = data_dir.with_extension("toml");
+            std::fs::write(&path, toml).unwrap();
+            path
+        });
+        Self::launch(data_dir, free_port(), 1, &[], config, Some(cpu))
     }
 
     /// Starts with extra settings in a TOML config file (written beside the
