@@ -543,6 +543,7 @@ fn records_deleted_at_the_leader_stay_deleted_after_a_leader_change() {
     // answers carried the leader's log start.
     assert_eq!(produce(&mut lw, "deleted", 0, five_records(40), -1).0, 0);
     assert_eq!(produce(&mut lw, "deleted", 0, five_records(45), -1).0, 0);
+    let old_epoch = partitions(broker(&brokers, leader), "deleted")[0].3;
 
     sigkill(&mut brokers, leader);
     let survivor = (1..=3).find(|&id| id != leader).unwrap();
@@ -558,4 +559,38 @@ fn records_deleted_at_the_leader_stay_deleted_after_a_leader_change() {
         std::thread::sleep(Duration::from_millis(100));
     };
     assert_eq!(found, (0, 22), "broker {next}, the new leader, starts where broker {leader} did");
+
+    // ListOffsets (v4+) checks the client's leader epoch, as Fetch does, and
+    // answers the partition's epoch with the offset, which a consumer then
+    // validates its position against (KIP-320): a client still at broker
+    // {leader}'s epoch is fenced, one ahead of this broker is told so.
+    let epoch = partitions(broker(&brokers, next), "deleted")[0].3;
+    assert!(epoch > old_epoch, "leader epoch {epoch} after a change from {old_epoch}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while latest(&mut nw, "deleted", -1) != (0, 50, epoch) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let answers: Vec<(i16, i64, i32)> =
+        [-1, old_epoch, epoch, epoch + 1].into_iter().map(|asked| latest(&mut nw, "deleted", asked)).collect();
+    let (fenced, unknown) = ((74, -1, -1), (75, -1, -1));
+    assert_eq!(answers, vec![(0, 50, epoch), fenced, (0, 50, epoch), unknown], "ListOffsets at broker {next}");
+}
+
+/// ListOffsets v7 LATEST of partition 0 of `topic`, telling `epoch` as the
+/// client's current leader epoch: (error, offset, leader epoch).
+fn latest(w: &mut Wire, topic: &str, epoch: i32) -> (i16, i64, i32) {
+    use kafka_protocol::messages::{list_offsets_request, ListOffsetsRequest, ListOffsetsResponse};
+    let mut p = list_offsets_request::ListOffsetsPartition::default();
+    p.partition_index = 0;
+    p.timestamp = -1;
+    p.current_leader_epoch = epoch;
+    let mut t = list_offsets_request::ListOffsetsTopic::default();
+    t.name = TopicName(StrBytes::from_string(topic.to_string()));
+    t.partitions = vec![p];
+    let mut req = ListOffsetsRequest::default();
+    req.replica_id = kafka_protocol::messages::BrokerId(-1);
+    req.topics = vec![t];
+    let resp: ListOffsetsResponse = w.call(ApiKey::ListOffsets, 7, &req);
+    let p = &resp.topics[0].partitions[0];
+    (p.error_code, p.offset, p.leader_epoch)
 }

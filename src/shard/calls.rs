@@ -28,8 +28,8 @@ use crate::{
         elections::ElectLeaders,
         messages::{
             AllocateProducerId, AlterConfigs, ApplyTopics, CreatePartitions, CreateTopics, DeleteRecords, DeleteTopics,
-            EpochEnd, ListOffset, MarkerWritten, Metrics, OffsetFound, OpenFailure, Produce, Produced, ProducerIdError,
-            Read, ReadOutcome, TopicOutcome, WaitForData, WriteTxnMarkers,
+            EpochEnd, ListOffset, MarkerWritten, Metrics, OffsetFound, OffsetListed, OpenFailure, Produce, Produced,
+            ProducerIdError, Read, ReadOutcome, TopicOutcome, WaitForData, WriteTxnMarkers,
         },
         nearest_replica::ApplyRacks,
         reassignments::Reassign,
@@ -140,7 +140,7 @@ cross_shard_calls! {
     WaitForData -> () = |shard, WaitForData { items, wait_ms, read_committed, replica }| {
         shard.wait_for_data(items, wait_ms, read_committed, replica)
     };
-    ListOffset -> OffsetFound = |shard, call| shard.list_offset_local(call);
+    ListOffset -> OffsetListed = |shard, call| shard.list_offset_local(call);
     EpochEnd -> (ErrorCode, i32, i64) = |shard, EpochEnd { topic, partition, epoch }| {
         std::future::ready(shard.epoch_end_local(&topic, partition, epoch))
     };

@@ -176,6 +176,17 @@ pub struct ListOffset {
     pub timestamp: i64,
     /// isolation_level 1: latest (-1) is the last stable offset.
     pub read_committed: bool,
+    /// The leader epoch the client knows (v4+'s `current_leader_epoch`),
+    /// checked in a quorum as a fetch's is; -1: not given, not checked.
+    pub leader_epoch: i32,
+}
+
+/// The answer to [`ListOffset`]: the offset found, and the partition's
+/// leader epoch (-1 with an error).
+#[derive(Debug, Clone, Copy)]
+pub struct OffsetListed {
+    pub found: OffsetFound,
+    pub leader_epoch: i32,
 }
 
 /// DeleteRecords for one partition: move its log start up to `offset`

@@ -13,8 +13,8 @@ use crate::{
     protocol::record_batch::BatchError,
     shard::{
         messages::{
-            DeleteRecords, ListOffset, MarkerWritten, OffsetFound, OpenFailure, Produce, Produced, ProducerIdError,
-            ReadItem, ReadOutcome, WriteTxnMarkers,
+            DeleteRecords, ListOffset, MarkerWritten, OffsetFound, OffsetListed, OpenFailure, Produce, Produced,
+            ProducerIdError, ReadItem, ReadOutcome, WriteTxnMarkers,
         },
         notify::Waiter,
         router,
@@ -390,38 +390,22 @@ impl Shard {
         crate::metrics::sub(&self.metrics.long_poll_waiters, 1);
     }
 
-    pub(super) async fn list_offset_local(&self, call: ListOffset) -> OffsetFound {
-        let ListOffset { topic, partition, timestamp, read_committed } = call;
+    /// ListOffsets for one partition this shard owns. In a quorum the
+    /// client's leader epoch is checked first, as a fetch's is; the answer
+    /// carries the partition's epoch, which a client validates its new
+    /// position against (KIP-320).
+    pub(super) async fn list_offset_local(&self, call: ListOffset) -> OffsetListed {
+        let ListOffset { topic, partition, timestamp, read_committed, leader_epoch } = call;
+        let failed = |error| OffsetListed { found: OffsetFound { error, offset: -1, timestamp: -1 }, leader_epoch: -1 };
         let Some(p) = self.partition(&topic, partition) else {
-            return OffsetFound { error: self.no_partition_error(&topic, partition), offset: -1, timestamp: -1 };
+            return failed(self.no_partition_error(&topic, partition));
         };
-        match timestamp {
-            -2 => OffsetFound { error: errors::NONE, offset: p.log.log_start(), timestamp: -1 },
-            // A read_committed consumer starts "latest" at the stable end.
-            -1 if read_committed => {
-                let offset = p.log.last_stable_offset().min(p.high_watermark());
-                OffsetFound { error: errors::NONE, offset, timestamp: -1 }
-            }
-            // Consumers read below the high watermark (the log end, but for
-            // records not yet on every in-sync replica).
-            -1 => OffsetFound { error: errors::NONE, offset: p.high_watermark(), timestamp: -1 },
-            // EARLIEST_LOCAL (-4, v8+, KIP-405): every segment is local, so
-            // the local log starts where the log does.
-            -4 => OffsetFound { error: errors::NONE, offset: p.log.log_start(), timestamp: -1 },
-            // LATEST_TIERED (-5, v9+, KIP-1005): nothing is tiered; Kafka
-            // answers -1 when remote storage is off.
-            -5 => OffsetFound { error: errors::NONE, offset: -1, timestamp: -1 },
-            MAX_TIMESTAMP => match max_timestamp_record(&p.log).await {
-                Ok(Some((offset, timestamp))) => OffsetFound { error: errors::NONE, offset, timestamp },
-                Ok(None) => OffsetFound { error: errors::NONE, offset: -1, timestamp: -1 },
-                Err(e) => OffsetFound { error: error_code(&e), offset: -1, timestamp: -1 },
-            },
-            ts => match p.log.offset_for_timestamp(ts).await {
-                Ok(Some((offset, timestamp))) => OffsetFound { error: errors::NONE, offset, timestamp },
-                Ok(None) => OffsetFound { error: errors::NONE, offset: -1, timestamp: -1 },
-                Err(e) => OffsetFound { error: error_code(&e), offset: -1, timestamp: -1 },
-            },
+        if let Some(error) = self.leader_epoch_error(&p, leader_epoch) {
+            return failed(error);
         }
+        let found = offset_for(&p, timestamp, read_committed).await;
+        let leader_epoch = if found.error == errors::NONE { p.epoch() } else { -1 };
+        OffsetListed { found, leader_epoch }
     }
 
     pub(super) async fn delete_records_local(&self, call: DeleteRecords) -> OffsetFound {
@@ -664,4 +648,37 @@ async fn max_timestamp_record(log: &PartitionLog) -> Result<Option<(i64, i64)>, 
         }
     }
     log.offset_for_timestamp(low).await
+}
+
+/// ListOffsets' lookup in `p`: -2 earliest, -1 latest, -4 earliest local,
+/// -5 latest tiered, -3 the largest timestamp, else the first record at or
+/// after a time.
+async fn offset_for(p: &Partition, timestamp: i64, read_committed: bool) -> OffsetFound {
+    match timestamp {
+        -2 => OffsetFound { error: errors::NONE, offset: p.log.log_start(), timestamp: -1 },
+        // A read_committed consumer starts "latest" at the stable end.
+        -1 if read_committed => {
+            let offset = p.log.last_stable_offset().min(p.high_watermark());
+            OffsetFound { error: errors::NONE, offset, timestamp: -1 }
+        }
+        // Consumers read below the high watermark (the log end, but for
+        // records not yet on every in-sync replica).
+        -1 => OffsetFound { error: errors::NONE, offset: p.high_watermark(), timestamp: -1 },
+        // EARLIEST_LOCAL (-4, v8+, KIP-405): every segment is local, so
+        // the local log starts where the log does.
+        -4 => OffsetFound { error: errors::NONE, offset: p.log.log_start(), timestamp: -1 },
+        // LATEST_TIERED (-5, v9+, KIP-1005): nothing is tiered; Kafka
+        // answers -1 when remote storage is off.
+        -5 => OffsetFound { error: errors::NONE, offset: -1, timestamp: -1 },
+        MAX_TIMESTAMP => match max_timestamp_record(&p.log).await {
+            Ok(Some((offset, timestamp))) => OffsetFound { error: errors::NONE, offset, timestamp },
+            Ok(None) => OffsetFound { error: errors::NONE, offset: -1, timestamp: -1 },
+            Err(e) => OffsetFound { error: error_code(&e), offset: -1, timestamp: -1 },
+        },
+        ts => match p.log.offset_for_timestamp(ts).await {
+            Ok(Some((offset, timestamp))) => OffsetFound { error: errors::NONE, offset, timestamp },
+            Ok(None) => OffsetFound { error: errors::NONE, offset: -1, timestamp: -1 },
+            Err(e) => OffsetFound { error: error_code(&e), offset: -1, timestamp: -1 },
+        },
+    }
 }

@@ -2,7 +2,9 @@
 //! largest timestamp (-3, v7+), earliest local (-4, v8+), latest tiered (-5,
 //! v9+), or the first offset at or after a timestamp, found through the time
 //! index. The partition's leader epoch is answered from v4, the version that
-//! has the field. With isolation_level 1 (read_committed, v2+) latest is the
+//! has the field; from v4 too, in a quorum, the client's
+//! `current_leader_epoch` is checked as a fetch's is (older:
+//! FENCED_LEADER_EPOCH, newer: UNKNOWN_LEADER_EPOCH, -1: not checked). With isolation_level 1 (read_committed, v2+) latest is the
 //! last stable offset.
 
 use std::rc::Rc;
@@ -14,7 +16,7 @@ use kafka_protocol::messages::{
 
 use crate::protocol::errors;
 use crate::shard::{
-    messages::{ListOffset, OffsetFound},
+    messages::{ListOffset, OffsetFound, OffsetListed},
     router, Shard,
 };
 
@@ -36,18 +38,18 @@ pub async fn handle(shard: &Rc<Shard>, request: ListOffsetsRequest, version: i16
                 r.partition_index = p.partition_index;
                 // Before v4 the field does not exist: left at its default
                 // (-1) the response can be encoded.
-                if version >= 4 {
-                    r.leader_epoch = 0;
-                }
                 let Some((name, owner)) = owner else {
                     r.error_code = no_owner;
                     r.offset = -1;
                     r.timestamp = -1;
                     return r;
                 };
-                let call =
-                    ListOffset { topic: name, partition: p.partition_index, timestamp: p.timestamp, read_committed };
-                let Ok(OffsetFound { error, offset, timestamp }) = shard.ask(owner, call).await else {
+                let leader_epoch = if version >= 4 { p.current_leader_epoch } else { -1 };
+                let (partition, timestamp) = (p.partition_index, p.timestamp);
+                let call = ListOffset { topic: name, partition, timestamp, read_committed, leader_epoch };
+                let Ok(OffsetListed { found: OffsetFound { error, offset, timestamp }, leader_epoch }) =
+                    shard.ask(owner, call).await
+                else {
                     r.error_code = errors::KAFKA_STORAGE_ERROR;
                     r.offset = -1;
                     r.timestamp = -1;
@@ -56,6 +58,9 @@ pub async fn handle(shard: &Rc<Shard>, request: ListOffsetsRequest, version: i16
                 r.error_code = error;
                 r.offset = offset;
                 r.timestamp = timestamp;
+                if version >= 4 {
+                    r.leader_epoch = leader_epoch;
+                }
                 r
             }));
         }
