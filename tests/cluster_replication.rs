@@ -503,19 +503,33 @@ fn delete_records(w: &mut Wire, topic: &str, offset: i64) -> (i16, i64) {
 
 /// ListOffsets v2 EARLIEST of partition 0 of `topic`: (error, offset).
 fn earliest(w: &mut Wire, topic: &str) -> (i16, i64) {
+    let (error, offset, _) = list_offset(w, topic, -2, -1, 2);
+    (error, offset)
+}
+
+/// ListOffsets v7 LATEST of partition 0 of `topic`, telling `epoch` as the
+/// client's current leader epoch: (error, offset, leader epoch).
+fn latest(w: &mut Wire, topic: &str, epoch: i32) -> (i16, i64, i32) {
+    list_offset(w, topic, -1, epoch, 7)
+}
+
+/// ListOffsets `version` for `timestamp` in partition 0 of `topic`, with
+/// `epoch` as the current leader epoch (from v4): (error, offset, epoch).
+fn list_offset(w: &mut Wire, topic: &str, timestamp: i64, epoch: i32, version: i16) -> (i16, i64, i32) {
     use kafka_protocol::messages::{list_offsets_request, ListOffsetsRequest, ListOffsetsResponse};
     let mut p = list_offsets_request::ListOffsetsPartition::default();
     p.partition_index = 0;
-    p.timestamp = -2;
+    p.timestamp = timestamp;
+    p.current_leader_epoch = epoch;
     let mut t = list_offsets_request::ListOffsetsTopic::default();
     t.name = TopicName(StrBytes::from_string(topic.to_string()));
     t.partitions = vec![p];
     let mut req = ListOffsetsRequest::default();
     req.replica_id = kafka_protocol::messages::BrokerId(-1);
     req.topics = vec![t];
-    let resp: ListOffsetsResponse = w.call(ApiKey::ListOffsets, 2, &req);
+    let resp: ListOffsetsResponse = w.call(ApiKey::ListOffsets, version, &req);
     let p = &resp.topics[0].partitions[0];
-    (p.error_code, p.offset)
+    (p.error_code, p.offset, p.leader_epoch)
 }
 
 /// A follower's log start follows its leader's (DeleteRecords here,
@@ -574,23 +588,4 @@ fn records_deleted_at_the_leader_stay_deleted_after_a_leader_change() {
         [-1, old_epoch, epoch, epoch + 1].into_iter().map(|asked| latest(&mut nw, "deleted", asked)).collect();
     let (fenced, unknown) = ((74, -1, -1), (75, -1, -1));
     assert_eq!(answers, vec![(0, 50, epoch), fenced, (0, 50, epoch), unknown], "ListOffsets at broker {next}");
-}
-
-/// ListOffsets v7 LATEST of partition 0 of `topic`, telling `epoch` as the
-/// client's current leader epoch: (error, offset, leader epoch).
-fn latest(w: &mut Wire, topic: &str, epoch: i32) -> (i16, i64, i32) {
-    use kafka_protocol::messages::{list_offsets_request, ListOffsetsRequest, ListOffsetsResponse};
-    let mut p = list_offsets_request::ListOffsetsPartition::default();
-    p.partition_index = 0;
-    p.timestamp = -1;
-    p.current_leader_epoch = epoch;
-    let mut t = list_offsets_request::ListOffsetsTopic::default();
-    t.name = TopicName(StrBytes::from_string(topic.to_string()));
-    t.partitions = vec![p];
-    let mut req = ListOffsetsRequest::default();
-    req.replica_id = kafka_protocol::messages::BrokerId(-1);
-    req.topics = vec![t];
-    let resp: ListOffsetsResponse = w.call(ApiKey::ListOffsets, 7, &req);
-    let p = &resp.topics[0].partitions[0];
-    (p.error_code, p.offset, p.leader_epoch)
 }
