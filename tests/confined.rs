@@ -5,9 +5,8 @@
 //! record must be acknowledged, within seconds (a loose bound: this is not
 //! a benchmark), and the log end offsets must account for every record.
 //! A shard that spins before it parks (`spin_before_park_us`) keeps the
-//! core longer each time it runs out of work, and one whose requests run
-//! in a latency queue (`request_latency_us`) polls its rings more often;
-//! the kernel's workers that run its syncs must still get the core.
+//! core longer each time it runs out of work; the kernel's workers that
+//! run its syncs must still get it.
 
 mod common;
 
@@ -74,11 +73,6 @@ fn a_broker_confined_to_one_core_answers_durable_produce_promptly() {
 #[test]
 fn a_confined_shard_that_spins_before_parking_leaves_its_syncs_the_core() {
     confined_durable_produce("spin_before_park_us = 500\n");
-}
-
-#[test]
-fn a_confined_shard_whose_requests_run_in_a_latency_queue_answers_durable_produce() {
-    confined_durable_produce("request_latency_us = 250\n");
 }
 
 fn confined_durable_produce(toml: &str) {

@@ -227,10 +227,6 @@ pub struct ServeArgs {
     /// Microseconds an idle shard polls before it parks (default 0).
     #[arg(long)]
     pub spin_before_park_us: Option<u64>,
-    /// Microseconds of glommio `Latency::Matters` for the shard's requests
-    /// (default 0: glommio's default queue).
-    #[arg(long)]
-    pub request_latency_us: Option<u64>,
     /// Memory the broker may use, split over its shards, e.g. 2GiB or
     /// 512MiB (default: a quarter of the machine's). It covers requests in
     /// flight, partition state and the batch cache, which evicts to fit.
@@ -298,9 +294,6 @@ impl ServeArgs {
         }
         if let Some(v) = self.spin_before_park_us {
             c.spin_before_park_us = v;
-        }
-        if let Some(v) = self.request_latency_us {
-            c.request_latency_us = v;
         }
         if let Some(v) = self.memory {
             c.memory = Some(v);

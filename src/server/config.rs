@@ -125,11 +125,6 @@ pub struct ServeConfig {
     /// on a guest); a spinning one sees the next request without that, but
     /// keeps its core from the kernel's io workers for the spin.
     pub spin_before_park_us: u64,
-    /// When above 0, the shard's requests run in a glommio task queue with
-    /// `Latency::Matters` of this many microseconds: their socket I/O goes
-    /// to glommio's latency ring, whose completions end a loop turn so the
-    /// shard polls sooner. 0 (the default) uses glommio's default queue.
-    pub request_latency_us: u64,
     /// Memory the broker may use, split over its shards: "2GiB", "512MiB"
     /// (see `server::memory`); a quarter of the machine's when absent.
     pub memory: Option<String>,
@@ -190,7 +185,6 @@ impl Default for ServeConfig {
             write_behind_ms: crate::limits::WRITE_BEHIND_MS_DEFAULT,
             journal_file_bytes: crate::limits::JOURNAL_FILE_BYTES_DEFAULT,
             spin_before_park_us: 0,
-            request_latency_us: 0,
             memory: None,
             segment_files_idle_close_ms: 30_000,
             super_users: Vec::new(),

@@ -29,9 +29,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use glommio::{
-    channels::channel_mesh::MeshBuilder, net::TcpListener, Latency, LocalExecutorBuilder, Placement, Shares,
-};
+use glommio::{channels::channel_mesh::MeshBuilder, net::TcpListener, LocalExecutorBuilder, Placement};
 
 use crate::shard::{topics::TopicTable, BrokerSettings, Envelope, Shard};
 use crate::txn::TXN_TOPIC;
@@ -296,16 +294,10 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
         if config.spin_before_park_us > 0 {
             builder = builder.spin_before_park(Duration::from_micros(config.spin_before_park_us));
         }
-        let latency = (config.request_latency_us > 0).then(|| Duration::from_micros(config.request_latency_us));
         let handle = builder
             .spawn(move || async move {
                 let start = ShardStart { mesh, table, settings, listeners, tls, stop, ready };
-                let run = run_shard(start, ShardExtras { maintenance_every, metrics, replica, acls, replay });
-                // Everything the shard spawns inherits the queue it runs in.
-                let Some(latency) = latency else { return run.await };
-                let queue =
-                    glommio::executor().create_task_queue(Shares::default(), Latency::Matters(latency), "shard");
-                glommio::spawn_local_into(run, queue).map_err(|e| format!("shard task queue: {e}"))?.await
+                run_shard(start, ShardExtras { maintenance_every, metrics, replica, acls, replay }).await
             })
             .map_err(|e| format!("cannot start shard on core {cpu}: {e}"))?;
         handles.push(handle);
