@@ -73,10 +73,7 @@ for rep in $(seq "$REPS"); do
         broker_stop
     done
     echo "== rep $rep: floor"
-    "$BIN" bench null-broker --listen "127.0.0.1:$PORT" --cpuset "$BROKER_CORE" --tail-bytes 67108864 \
-        >"$OUT/null-broker-r$rep.log" 2>&1 &
-    BROKER_PID=$!
-    until grep -q "listening on" "$OUT/null-broker-r$rep.log"; do sleep 0.05; done
+    null_broker_start "$OUT/null-broker-r$rep.log"
     WORKLOADS="$(echo "$WORKLOADS" | tr ' ' '\n' | grep -v ':all:' | grep -v ':0$' | tr '\n' ' ')" \
         workloads floor "$PORT" "$rep"
     broker_stop

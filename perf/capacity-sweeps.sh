@@ -47,10 +47,7 @@ for run in low:1 low:all full:all; do
 done
 
 echo "== floor: the low sweeps against the null broker"
-"$BIN" bench null-broker --listen "127.0.0.1:$PORT" --cpuset "$BROKER_CORE" --tail-bytes 67108864 \
-    >"$OUT/null-broker.log" 2>&1 &
-BROKER_PID=$!
-until grep -q "listening on" "$OUT/null-broker.log"; do sleep 0.05; done
+null_broker_start "$OUT/null-broker.log"
 for acks in 1 all; do sweep "$OUT/floor" "$acks" "$LOW_TOP" "$LOW_STEPS"; done
 broker_stop
 

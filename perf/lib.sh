@@ -47,6 +47,20 @@ broker_start() {
     done
 }
 
+# null_broker_start LOG: runs `$BIN bench null-broker` (the floor: acks at
+# once, fetches from a 64 MiB tail in memory) on BROKER_CORE at
+# 127.0.0.1:$PORT with its output in LOG, and waits until it listens. Sets
+# BROKER_PID, so broker_stop stops it.
+null_broker_start() {
+    "$BIN" bench null-broker --listen "127.0.0.1:$PORT" --cpuset "$BROKER_CORE" --tail-bytes 67108864 >"$1" 2>&1 &
+    BROKER_PID=$!
+    trap 'broker_stop KILL' EXIT
+    until grep -q "listening on" "$1"; do
+        kill -0 "$BROKER_PID" 2>/dev/null || { echo "null broker did not start: $(tail -5 "$1")" >&2; exit 1; }
+        sleep 0.05
+    done
+}
+
 # broker_stop [SIGNAL]: stops the broker (SIGTERM by default) and waits.
 broker_stop() {
     [ -n "${BROKER_PID:-}" ] || return 0
