@@ -4,8 +4,9 @@
 //! index. The partition's leader epoch is answered from v4, the version that
 //! has the field; from v4 too, in a quorum, the client's
 //! `current_leader_epoch` is checked as a fetch's is (older:
-//! FENCED_LEADER_EPOCH, newer: UNKNOWN_LEADER_EPOCH, -1: not checked). With isolation_level 1 (read_committed, v2+) latest is the
-//! last stable offset.
+//! FENCED_LEADER_EPOCH, newer: UNKNOWN_LEADER_EPOCH, -1: not checked).
+//! With isolation_level 1 (read_committed, v2+) latest is the last stable
+//! offset.
 
 use std::rc::Rc;
 
@@ -36,8 +37,6 @@ pub async fn handle(shard: &Rc<Shard>, request: ListOffsetsRequest, version: i16
             tasks.push(glommio::spawn_local(async move {
                 let mut r = ListOffsetsPartitionResponse::default();
                 r.partition_index = p.partition_index;
-                // Before v4 the field does not exist: left at its default
-                // (-1) the response can be encoded.
                 let Some((name, owner)) = owner else {
                     r.error_code = no_owner;
                     r.offset = -1;
@@ -58,6 +57,8 @@ pub async fn handle(shard: &Rc<Shard>, request: ListOffsetsRequest, version: i16
                 r.error_code = error;
                 r.offset = offset;
                 r.timestamp = timestamp;
+                // Before v4 the field does not exist: left at its default
+                // (-1) the response can be encoded.
                 if version >= 4 {
                     r.leader_epoch = leader_epoch;
                 }
