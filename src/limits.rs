@@ -120,3 +120,8 @@ pub const IO_WORKERS_BOUNDED_PER_SHARD: u32 = 64;
 /// expiry, the work a segment roll leaves), against 1000 for request
 /// handling: when both have work, requests get about 95% of the core.
 pub const BACKGROUND_SHARES: usize = 50;
+
+/// How often a shard's wake-up probe sleeps and measures how late it ran
+/// (`shardlog_shard_wakeup_lag_seconds`), in milliseconds: 100 samples a
+/// second, a negligible wake-up rate for an idle shard.
+pub const WAKEUP_PROBE_EVERY_MS: u64 = 10;

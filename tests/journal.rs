@@ -140,11 +140,22 @@ fn acks_all_batches_come_back_from_the_journal_after_their_segment_writes_are_lo
 
 #[test]
 fn acks_1_batches_answered_before_their_segment_writes_survive_a_sigkill() {
+    acks_1_batches_survive_a_sigkill("");
+}
+
+/// The journal written through the page cache: what a killed process
+/// wrote there is the kernel's, and comes back as well.
+#[test]
+fn acks_1_batches_answered_from_a_page_cache_journal_survive_a_sigkill() {
+    acks_1_batches_survive_a_sigkill("journal_page_cache = true\n");
+}
+
+fn acks_1_batches_survive_a_sigkill(config: &str) {
     let dir = common::tempdir().unwrap();
     let data = dir.path().join("data");
     // Segment writes a minute behind: until the kill, the journal alone
     // holds what was acknowledged.
-    let mut broker = Broker::start_with_config(&data, 1, "write_behind_ms = 60000\n", &[]);
+    let mut broker = Broker::start_with_config(&data, 1, &format!("write_behind_ms = 60000\n{config}"), &[]);
     let mut w = Wire::connect(&broker.bootstrap());
     assert_eq!(create_topic(&mut w, TOPIC, PARTITIONS), 0);
     let acked = produce_rounds(&mut w, 78, 20, 1200, 1);

@@ -110,6 +110,8 @@ fn scraped_metrics_agree_with_a_produce_and_consume_run() {
     // acks=all batches were synced: one fsync each at least (batches 0 and 2).
     assert!(sum(&mid, "shardlog_fsync_seconds_count", &[]) >= 6.0);
     assert!(sum(&mid, "shardlog_group_commit_appends_count", &[]) >= 6.0);
+    // The shard's wake-up probe (every 10 ms) has run since the start.
+    assert!(sum(&mid, "shardlog_shard_wakeup_lag_seconds_count", &[("shard", "0")]) >= 1.0);
     assert!(sum(&mid, "shardlog_batch_cache_bytes", &[]) >= bytes.values().sum::<usize>() as f64);
 
     // Phase 2: consume everything; commit part of it for a group.

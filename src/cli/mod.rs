@@ -224,6 +224,10 @@ pub struct ServeArgs {
     /// journal off and acks=all syncs each partition's segment instead).
     #[arg(long)]
     pub journal_file_bytes: Option<u64>,
+    /// The shard journal writes through the page cache (default: direct
+    /// I/O); with --write-behind-ms, acks=1 then waits for no device write.
+    #[arg(long)]
+    pub journal_page_cache: bool,
     /// Microseconds an idle shard polls before it parks (default 0).
     #[arg(long)]
     pub spin_before_park_us: Option<u64>,
@@ -291,6 +295,9 @@ impl ServeArgs {
         }
         if let Some(v) = self.journal_file_bytes {
             c.journal_file_bytes = v;
+        }
+        if self.journal_page_cache {
+            c.journal_page_cache = true;
         }
         if let Some(v) = self.spin_before_park_us {
             c.spin_before_park_us = v;

@@ -46,6 +46,13 @@ impl Buckets {
     }
 }
 
+impl Default for Buckets {
+    /// A latency histogram (`LATENCY_SECONDS`).
+    fn default() -> Self {
+        Self::new(LATENCY_SECONDS)
+    }
+}
+
 /// A histogram's state: the count in each bucket (not cumulative; the
 /// encoder accumulates) by upper bound, the last being `f64::MAX`, which
 /// the encoder writes as +Inf.

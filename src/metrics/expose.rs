@@ -428,6 +428,13 @@ impl Scrape {
             MetricType::Histogram,
             fsync.iter().map(|(s, h)| (l(&[("shard", s.to_string())]), ConstHistogram(h))),
         )?;
+        family(
+            e,
+            "shardlog_shard_wakeup_lag_seconds",
+            "How late a timer task on the shard's request queue ran: the wait a task woken now (a socket read, an append's completion) has before the shard runs it.",
+            MetricType::Histogram,
+            shards.iter().filter(|s| s.wakeup_lag.count > 0).map(|s| (l(&[shard(s)]), ConstHistogram(&s.wakeup_lag))),
+        )?;
         let group = merged(|p| &p.appends_per_fsync);
         family(
             e,

@@ -102,6 +102,9 @@ pub struct ShardMetrics {
     /// Listener name → TLS handshakes that failed (bad certificates,
     /// garbage, the handshake deadline).
     pub tls_handshake_failures: RefCell<BTreeMap<String, u64>>,
+    /// How late the shard's wake-up probe ran (`shard::maintenance::
+    /// spawn_wakeup_probe`): the wait a task woken now has before it runs.
+    pub wakeup_lag: Buckets,
 }
 
 impl ShardMetrics {

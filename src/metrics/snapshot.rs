@@ -47,6 +47,8 @@ pub struct ShardSnapshot {
     pub sasl_authentications: Vec<(&'static str, &'static str, u64)>,
     /// (listener, failed TLS handshakes).
     pub tls_handshake_failures: Vec<(String, u64)>,
+    /// How late the shard's wake-up probe ran.
+    pub wakeup_lag: BucketSnapshot,
     pub partitions: Vec<PartitionSnapshot>,
     /// (group, topic, partition, committed offset) coordinated here.
     pub committed: Vec<(String, String, i32, i64)>,

@@ -119,6 +119,12 @@ pub struct ServeConfig {
     /// for all partitions; 0 turns the journal off (each partition's
     /// segment is synced instead).
     pub journal_file_bytes: u64,
+    /// The shard journal writes through the page cache instead of with
+    /// direct I/O: with write-behind, an acks=1 answer then waits for a
+    /// copy into the kernel (which survives the broker's crash, as Kafka's
+    /// acks=1 does), not for the device; acks=all still waits for the
+    /// journal's fdatasync.
+    pub journal_page_cache: bool,
     /// Microseconds a shard with nothing to do polls its rings before it
     /// parks (glommio's `spin_before_park`); 0 parks at once. A parked
     /// shard is woken by the kernel (an interrupt between cores, a VM exit
@@ -184,6 +190,7 @@ impl Default for ServeConfig {
             zero_ahead_bytes: crate::limits::ZERO_AHEAD_BYTES_DEFAULT,
             write_behind_ms: crate::limits::WRITE_BEHIND_MS_DEFAULT,
             journal_file_bytes: crate::limits::JOURNAL_FILE_BYTES_DEFAULT,
+            journal_page_cache: false,
             spin_before_park_us: 0,
             memory: None,
             segment_files_idle_close_ms: 30_000,

@@ -261,6 +261,7 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
         zero_ahead_bytes: config.zero_ahead_bytes,
         write_behind_ms: config.write_behind_ms,
         journal_file_bytes: config.journal_file_bytes,
+        journal_page_cache: config.journal_page_cache,
         max_partitions: memory.partitions_per_shard() * cpus.len() as u64,
         open_files_per_shard: nofile.open_files_per_shard(cpus.len()),
         idle_files_every: Duration::from_millis(config.segment_files_idle_close_ms.max(10)),
@@ -581,6 +582,7 @@ async fn run_shard(start: ShardStart, extras: ShardExtras) -> Result<(), String>
         glommio::spawn_local(shard.clone().follow_cluster(link.clone())).detach();
     }
     shard.spawn_isr_lag_checks();
+    crate::shard::maintenance::spawn_wakeup_probe(&shard);
     if let Some(listener) = metrics {
         let listener = into_glommio(listener).map_err(|e| format!("metrics listener: {e}"))?;
         glommio::spawn_local(crate::metrics::http::serve(shard.clone(), listener)).detach();

@@ -36,6 +36,7 @@ pub async fn start(shard: &Rc<Shard>, replay: Arc<Replay>) -> Result<(), String>
             return Ok(());
         }
     };
+    journal.page_cache.set(shard.settings.journal_page_cache);
     let _ = shard.journal.set(journal);
     spawn_checkpoints(shard);
     Ok(())

@@ -1,7 +1,7 @@
 //! Log maintenance on each shard: retention for delete-policy logs and
 //! compaction for compacted ones, in the shard's low-share background
 //! task queue, which also runs the work a segment roll leaves and offset
-//! expiry.
+//! expiry; and the probe that measures how late the shard wakes its tasks.
 
 use std::{rc::Rc, time::Duration};
 
@@ -18,6 +18,27 @@ pub fn use_background_queue() {
         "background",
     );
     crate::storage::background::use_queue(background);
+}
+
+/// Every `WAKEUP_PROBE_EVERY_MS`, a task in the shard's request queue
+/// sleeps and records how much later than asked it ran. A socket read or
+/// an append's completion woken on this shard waits as long before its
+/// task runs: the loop turn in progress and the tasks queued ahead of it.
+/// The request stages start after that wait, so this is the part of a
+/// client's latency before the broker reads a request that the broker
+/// can see.
+pub fn spawn_wakeup_probe(shard: &Rc<Shard>) {
+    let shard = shard.clone();
+    let every = Duration::from_millis(crate::limits::WAKEUP_PROBE_EVERY_MS);
+    glommio::spawn_local(async move {
+        loop {
+            let asked = std::time::Instant::now() + every;
+            glommio::timer::sleep(every).await;
+            let late = std::time::Instant::now().saturating_duration_since(asked);
+            shard.metrics.wakeup_lag.observe(late.as_secs_f64());
+        }
+    })
+    .detach();
 }
 
 /// Every `every`, closes the segment files nobody used since the previous

@@ -93,6 +93,8 @@ pub struct BrokerSettings {
     pub write_behind_ms: u64,
     /// `ServeConfig::journal_file_bytes`; 0: no journal.
     pub journal_file_bytes: u64,
+    /// `ServeConfig::journal_page_cache`.
+    pub journal_page_cache: bool,
     /// Partitions the broker can serve within its memory budget
     /// (`server::memory`); topic creation refuses more.
     pub max_partitions: u64,

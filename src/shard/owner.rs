@@ -224,6 +224,7 @@ impl Shard {
             cross_shard_outstanding: m.cross_shard_outstanding.get(),
             sasl_authentications: m.sasl_authentications.borrow().iter().map(|((a, b), n)| (*a, *b, *n)).collect(),
             tls_handshake_failures: m.tls_handshake_failures.borrow().iter().map(|(l, n)| (l.clone(), *n)).collect(),
+            wakeup_lag: m.wakeup_lag.snapshot(),
             partitions,
             committed: self.groups.committed(),
             memory: self.memory_snapshot(),

@@ -114,6 +114,8 @@ pub struct Journal {
     syncing: Cell<bool>,
     writing: Cell<bool>,
     failed: Cell<bool>,
+    /// Writes go through the page cache (`ServeConfig::journal_page_cache`).
+    pub page_cache: Cell<bool>,
     pub stats: JournalStats,
 }
 
@@ -165,11 +167,8 @@ fn file_name(generation: u32, shard: usize, number: u32) -> String {
 }
 
 fn parse_name(name: &str) -> Option<(u32, usize, u32)> {
-    let stem = name.strip_suffix(".jnl")?;
-    let mut parts = stem.split('-');
-    let g = parts.next()?.parse().ok()?;
-    let s = parts.next()?.parse().ok()?;
-    let n = parts.next()?.parse().ok()?;
+    let mut parts = name.strip_suffix(".jnl")?.split('-');
+    let (g, s, n) = (parts.next()?.parse().ok()?, parts.next()?.parse().ok()?, parts.next()?.parse().ok()?);
     parts.next().is_none().then_some((g, s, n))
 }
 
@@ -231,6 +230,7 @@ impl Journal {
             syncing: Cell::new(false),
             writing: Cell::new(false),
             failed: Cell::new(false),
+            page_cache: Cell::new(false),
             stats: JournalStats::default(),
         });
         journal.prepare_spare();
@@ -439,7 +439,8 @@ impl Journal {
         self.stats.bytes.set(self.stats.bytes.get() + len as u64);
         let me = self.clone();
         glommio::spawn_local(async move {
-            let written = file.write_at(buf, pos).await;
+            let written =
+                if me.page_cache.get() { file.write_cached_at(buf, pos).await } else { file.write_at(buf, pos).await };
             me.in_flight.set(me.in_flight.get() - 1);
             match written {
                 Ok(()) => me.written(id),
@@ -518,6 +519,10 @@ impl Journal {
             None => {
                 let number = self.active.borrow().number + 1;
                 let reuse = self.recycled.borrow_mut().take();
+                log::debug!(
+                    "journal of shard {}: no spare at rotation, file {number} made on the write path",
+                    self.shard
+                );
                 Self::new_file(&self.dir, self.generation, self.shard, number, self.file_bytes, reuse).await?
             }
         };

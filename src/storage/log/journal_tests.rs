@@ -32,7 +32,19 @@ async fn open_with(
     replay: &[Bytes],
     config: LogConfig,
 ) -> (Rc<PartitionLog>, Rc<Journal>) {
+    open_journaled(data, generation, replay, config, false).await
+}
+
+/// `page_cache`: the journal writes through the page cache.
+async fn open_journaled(
+    data: &Path,
+    generation: u32,
+    replay: &[Bytes],
+    config: LogConfig,
+    page_cache: bool,
+) -> (Rc<PartitionLog>, Rc<Journal>) {
     let journal = Journal::create(data, generation, 0, 8 << 20).await.expect("journal");
+    journal.page_cache.set(page_cache);
     let link = JournalLink { journal: journal.clone(), key: KEY };
     let (log, _) = PartitionLog::open_journaled(
         &data.join("t-0"),
@@ -165,16 +177,26 @@ fn behind(ms: u64) -> LogConfig {
 
 #[test]
 fn acks_1_appends_answered_from_the_journal_come_back_after_a_crash() {
-    run(|| async {
+    acks_1_appends_come_back_after_a_crash(false);
+}
+
+#[test]
+fn acks_1_appends_answered_from_a_page_cache_journal_come_back_after_a_crash() {
+    acks_1_appends_come_back_after_a_crash(true);
+}
+
+fn acks_1_appends_come_back_after_a_crash(page_cache: bool) {
+    run(move || async move {
         let dir = tempdir();
         let data = dir.path().to_path_buf();
         // Segment writes a minute away: the journal alone holds the appends.
-        let (log, journal) = open_with(&data, 0, &[], behind(60_000)).await;
+        let (log, journal) = open_journaled(&data, 0, &[], behind(60_000), page_cache).await;
         for i in 0..40 {
             log.append(batch(i), Durability::Written).await.unwrap();
         }
         assert_eq!(log.stats().segment_writes.get(), 0, "answered before any segment write");
         assert_eq!(journal.stats.syncs.get(), 0, "nobody asked for a sync");
+        assert_eq!(journal.stats.entries.get(), 40, "every append went through the journal");
         let expected = stored(&log).await;
         assert_eq!(last_offset_in(&expected), 39);
         drop(log); // a crash: nothing more reaches the segment
