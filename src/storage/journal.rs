@@ -31,11 +31,10 @@
 
 use std::{
     cell::{Cell, RefCell},
-    collections::{HashMap, VecDeque},
+    collections::VecDeque,
     io,
     path::{Path, PathBuf},
     rc::Rc,
-    sync::atomic::{AtomicBool, Ordering},
 };
 
 use bytes::Bytes;
@@ -46,6 +45,10 @@ use crate::{
     protocol::record_batch::crc32c,
     storage::file::{self, Faults, SegmentFile},
 };
+
+#[path = "journal_replay.rs"]
+mod replay;
+pub use replay::{read_all, Replay};
 
 pub const DIR: &str = "journal";
 const MAGIC: u32 = 0x534c_4a31;
@@ -102,8 +105,13 @@ pub struct Journal {
     /// a sync starts as soon as its write completes. Entries nobody waits
     /// for are synced only before their file is left (or by a later sync).
     sync_wanted: Cell<u64>,
-    /// The active file must be synced before it is left.
+    /// A sync must run although nobody waits for one: the file before the
+    /// active one (`left`) holds writes no sync covered.
     must_sync: Cell<bool>,
+    /// The file last left with writes no sync covered yet: the next sync
+    /// covers it before the active file, so `durable` never counts an
+    /// entry of a file that was not synced.
+    left: RefCell<Option<Rc<SegmentFile>>>,
     /// Writes issued and not yet done, in order: (id, the entry number
     /// through which it and those before it hold whole entries, done).
     flights: RefCell<VecDeque<(u64, u64, bool)>>,
@@ -223,6 +231,7 @@ impl Journal {
             written_waiters: Waiters::default(),
             sync_wanted: Cell::new(0),
             must_sync: Cell::new(false),
+            left: RefCell::new(None),
             flights: RefCell::new(VecDeque::new()),
             next_write: Cell::new(0),
             in_flight: Cell::new(0),
@@ -375,18 +384,27 @@ impl Journal {
             }
             let first = self.queue.borrow().front().map_or(0, |(_, _, b)| HEADER + b.len()) as u64;
             if self.active.borrow().pos + align_up(first) > self.file_bytes {
-                if self.in_flight.get() > 0 || self.syncing.get() {
-                    break; // the last write or sync of this file restarts the loop
+                if self.in_flight.get() > 0 {
+                    break; // the last write to this file restarts the loop
                 }
-                if self.durable.get() < self.written_through.get() {
-                    // Every write to a file is synced before it is left.
+                // A file is left before its writes are synced (a sync under
+                // a loaded device took the appends of every partition with
+                // it for up to 100 ms), but not two.
+                let unsynced = self.durable.get() < self.written_through.get();
+                if unsynced && self.left.borrow().is_some() {
                     self.must_sync.set(true);
                     self.start_sync();
                     break; // the sync restarts the loop
                 }
+                let leaving = self.active.borrow().file.clone();
                 if let Err(e) = self.rotate().await {
                     self.fail(e);
                     break;
+                }
+                if unsynced {
+                    *self.left.borrow_mut() = Some(leaving);
+                    self.must_sync.set(true);
+                    self.start_sync();
                 }
             }
             self.issue();
@@ -474,14 +492,31 @@ impl Journal {
         self.start_sync();
     }
 
-    /// Syncs the active file until every completed write is covered.
+    /// Syncs the file left unsynced, if any, and the active file until
+    /// every completed write is covered.
     async fn sync_loop(self: Rc<Self>) {
         while !self.failed.get() && self.wants_sync() {
             let covers = self.written_through.get();
+            let left = self.left.borrow().clone();
             let file = self.active.borrow().file.clone();
             self.stats.syncs.set(self.stats.syncs.get() + 1);
-            match file.fdatasync().await {
-                Ok(()) => self.completed(covers),
+            let mut synced = Ok(());
+            if let Some(left) = &left {
+                synced = left.fdatasync().await;
+            }
+            if synced.is_ok() {
+                synced = file.fdatasync().await;
+            }
+            match synced {
+                Ok(()) => {
+                    // Only a sync that began after the rotation clears it: one
+                    // that began before may have missed its last writes.
+                    let same = |l: &Rc<SegmentFile>| left.as_ref().is_some_and(|s| Rc::ptr_eq(l, s));
+                    if self.left.borrow().as_ref().is_some_and(same) {
+                        *self.left.borrow_mut() = None;
+                    }
+                    self.completed(covers);
+                }
                 Err(e) => self.fail(e),
             }
         }
@@ -562,6 +597,10 @@ impl Journal {
                 return;
             }
             self.full.borrow_mut().pop_front();
+            // Its entries are in synced segments now: it needs no sync.
+            if self.left.borrow().as_ref().is_some_and(|l| l.path() == path) {
+                *self.left.borrow_mut() = None;
+            }
             if self.recycled.borrow().is_none() {
                 *self.recycled.borrow_mut() = Some(path);
                 self.prepare_spare();
@@ -590,109 +629,8 @@ fn encode(out: &mut [u8], generation: u32, number: u32, key: &JournalKey, batch:
     len
 }
 
-/// Every journal file found at start-up, read: the batches each partition
-/// may need to append, and the files to remove once every shard is up.
-#[derive(Debug, Default)]
-pub struct Replay {
-    /// The generation this run's journals use.
-    pub generation: u32,
-    batches: HashMap<JournalKey, Vec<Bytes>>,
-    files: Vec<PathBuf>,
-    /// Set when a partition that had batches here could not be opened: the
-    /// files then stay for the next start.
-    keep: AtomicBool,
-}
-
-impl Replay {
-    /// `key`'s batches, oldest first.
-    pub fn batches(&self, key: &JournalKey) -> &[Bytes] {
-        self.batches.get(key).map_or(&[], Vec::as_slice)
-    }
-
-    pub fn entries(&self) -> usize {
-        self.batches.values().map(Vec::len).sum()
-    }
-
-    pub fn keep_files(&self) {
-        self.keep.store(true, Ordering::Relaxed);
-    }
-
-    /// Removes the files read, unless a partition asked to keep them.
-    pub fn finish(&self, data_dir: &Path) -> io::Result<usize> {
-        if self.keep.load(Ordering::Relaxed) || self.files.is_empty() {
-            return Ok(0);
-        }
-        for f in &self.files {
-            std::fs::remove_file(f)?;
-        }
-        file::sync_dir(&data_dir.join(DIR))?;
-        Ok(self.files.len())
-    }
-}
-
-/// Reads every journal file in `data_dir` (see the module's format).
-pub fn read_all(data_dir: &Path) -> io::Result<Replay> {
-    let dir = data_dir.join(DIR);
-    let mut found = Vec::new();
-    match std::fs::read_dir(&dir) {
-        Ok(entries) => {
-            for e in entries {
-                let e = e?;
-                if let Some(id) = parse_name(&e.file_name().to_string_lossy()) {
-                    found.push((id, e.path()));
-                }
-            }
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
-    }
-    found.sort();
-    let mut replay = Replay { generation: found.last().map_or(0, |((g, _, _), _)| g + 1), ..Replay::default() };
-    for ((generation, _, number), path) in found {
-        let bytes = Bytes::from(
-            std::fs::read(&path).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?,
-        );
-        for (key, batch) in decode_file(&bytes, generation, number) {
-            replay.batches.entry(key).or_default().push(batch);
-        }
-        replay.files.push(path);
-    }
-    Ok(replay)
-}
-
-/// The entries of one file, up to the first that is not whole and its own.
-fn decode_file(bytes: &Bytes, generation: u32, number: u32) -> Vec<(JournalKey, Bytes)> {
-    let mut out = Vec::new();
-    let mut pos = 0usize;
-    let word = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
-    while pos + HEADER <= bytes.len() {
-        if word(pos) != MAGIC {
-            // Padding ends a write; a block that does not start an entry
-            // ends the file.
-            let next = align_up(pos as u64) as usize;
-            if next == pos {
-                break;
-            }
-            pos = next;
-            continue;
-        }
-        let len = HEADER + word(pos + 4) as usize;
-        if pos + len > bytes.len()
-            || word(pos + 12) != generation
-            || word(pos + 16) != number
-            || crc32c(&bytes[pos + 12..pos + len]) != word(pos + 8)
-        {
-            break;
-        }
-        let key = JournalKey {
-            topic_id: bytes[pos + 20..pos + 36].try_into().expect("16 bytes"),
-            partition: i32::from_le_bytes(bytes[pos + 36..pos + 40].try_into().expect("4 bytes")),
-        };
-        out.push((key, bytes.slice(pos + HEADER..pos + len)));
-        pos += len;
-    }
-    out
-}
+#[cfg(test)]
+use replay::decode_file;
 
 #[cfg(test)]
 #[path = "journal_tests.rs"]

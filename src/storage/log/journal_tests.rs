@@ -213,6 +213,33 @@ fn acks_1_appends_come_back_after_a_crash(page_cache: bool) {
 }
 
 #[test]
+fn appends_across_journal_files_come_back_after_a_crash() {
+    for page_cache in [false, true] {
+        run(move || async move {
+            let dir = tempdir();
+            let data = dir.path().to_path_buf();
+            let (log, journal) = open_journaled(&data, 0, &[], behind(60_000), page_cache).await;
+            // 700 × 16 KiB: past the first 8 MiB journal file, which is left
+            // before a sync covers it; the last append waits for a sync.
+            let value = "z".repeat(16 << 10);
+            for i in 0..700 {
+                log.append(one_record(&format!("{i}-{value}")), Durability::Written).await.unwrap();
+            }
+            log.append(batch(700), Durability::Synced).await.unwrap();
+            assert!(journal.stats.rotations.get() >= 1, "page cache {page_cache}: no rotation");
+            assert!(!journal.failed() && journal.stats.entries.get() == 701, "every append went through the journal");
+            let expected = stored(&log).await;
+            drop(log); // a crash
+            drop(journal);
+            let replay = journal::read_all(&data).expect("read journals");
+            let (log, _) = open_with(&data, replay.generation, replay.batches(&KEY), behind(0)).await;
+            assert_eq!(log.log_end(), 701, "page cache {page_cache}");
+            assert_eq!(stored(&log).await, expected, "page cache {page_cache}: byte for byte");
+        });
+    }
+}
+
+#[test]
 fn segment_writes_follow_in_the_background_fewer_than_the_appends() {
     run(|| async {
         let dir = tempdir();
