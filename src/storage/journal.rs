@@ -103,14 +103,11 @@ pub struct Journal {
     written_waiters: Waiters,
     /// The last entry pushed by an appender that will wait for its sync:
     /// a sync starts as soon as its write completes. Entries nobody waits
-    /// for are synced only before their file is left (or by a later sync).
+    /// for are synced once their file is left (or by a later sync).
     sync_wanted: Cell<u64>,
-    /// A sync must run although nobody waits for one: the file before the
-    /// active one (`left`) holds writes no sync covered.
-    must_sync: Cell<bool>,
-    /// The file last left with writes no sync covered yet: the next sync
-    /// covers it before the active file, so `durable` never counts an
-    /// entry of a file that was not synced.
+    /// The file last left with writes no sync covered yet: a sync runs
+    /// although nobody waits for one, and covers it before the active
+    /// file, so `durable` never counts an entry of a file not synced.
     left: RefCell<Option<Rc<SegmentFile>>>,
     /// Writes issued and not yet done, in order: (id, the entry number
     /// through which it and those before it hold whole entries, done).
@@ -230,7 +227,6 @@ impl Journal {
             waiters: Waiters::default(),
             written_waiters: Waiters::default(),
             sync_wanted: Cell::new(0),
-            must_sync: Cell::new(false),
             left: RefCell::new(None),
             flights: RefCell::new(VecDeque::new()),
             next_write: Cell::new(0),
@@ -364,10 +360,10 @@ impl Journal {
     }
 
     /// A completed write holds entries someone waits to see durable, or
-    /// the active file is about to be left.
+    /// a file was left unsynced.
     fn wants_sync(&self) -> bool {
         let durable = self.durable.get();
-        durable < self.written_through.get() && (self.must_sync.get() || self.sync_wanted.get() > durable)
+        durable < self.written_through.get() && (self.left.borrow().is_some() || self.sync_wanted.get() > durable)
     }
 
     /// Issues writes while entries are queued and fewer than
@@ -391,8 +387,9 @@ impl Journal {
                 // a loaded device took the appends of every partition with
                 // it for up to 100 ms), but not two.
                 let unsynced = self.durable.get() < self.written_through.get();
-                if unsynced && self.left.borrow().is_some() {
-                    self.must_sync.set(true);
+                if !unsynced {
+                    *self.left.borrow_mut() = None; // every write is durable
+                } else if self.left.borrow().is_some() {
                     self.start_sync();
                     break; // the sync restarts the loop
                 }
@@ -403,7 +400,6 @@ impl Journal {
                 }
                 if unsynced {
                     *self.left.borrow_mut() = Some(leaving);
-                    self.must_sync.set(true);
                     self.start_sync();
                 }
             }
@@ -519,9 +515,6 @@ impl Journal {
                 }
                 Err(e) => self.fail(e),
             }
-        }
-        if self.durable.get() >= self.written_through.get() {
-            self.must_sync.set(false);
         }
         self.syncing.set(false);
         self.kick();

@@ -60,6 +60,12 @@ async fn open_journaled(
     (Rc::new(log), journal)
 }
 
+/// After a crash: the log reopened with the batches its journals hold.
+async fn reopened_from_journals(data: &Path, config: LogConfig) -> Rc<PartitionLog> {
+    let replay = journal::read_all(data).expect("read journals");
+    open_with(data, replay.generation, replay.batches(&KEY), config).await.0
+}
+
 /// Every batch of the log, as stored.
 async fn stored(log: &PartitionLog) -> Vec<u8> {
     let mut out = Vec::new();
@@ -163,8 +169,7 @@ fn a_run_whose_segment_write_failed_is_superseded_by_the_batch_that_took_its_off
         drop(journal);
         lose_writes_after(&segment_file(&data), synced_bytes);
 
-        let replay = journal::read_all(&data).expect("read journals");
-        let (log, _) = open_with(&data, replay.generation, replay.batches(&KEY), direct).await;
+        let log = reopened_from_journals(&data, direct).await;
         assert_eq!(log.log_end(), 3);
         assert_eq!(stored(&log).await, expected, "batch 3 at offset 2, not the failed batch 2");
     });
@@ -205,8 +210,7 @@ fn acks_1_appends_come_back_after_a_crash(page_cache: bool) {
         assert_eq!(log.log_end(), 0, "the segment itself holds none of them");
         drop(log);
 
-        let replay = journal::read_all(&data).expect("read journals");
-        let (log, _) = open_with(&data, replay.generation, replay.batches(&KEY), behind(0)).await;
+        let log = reopened_from_journals(&data, behind(0)).await;
         assert_eq!(log.log_end(), 40, "every answered batch is back");
         assert_eq!(stored(&log).await, expected, "byte for byte");
     });
@@ -231,8 +235,7 @@ fn appends_across_journal_files_come_back_after_a_crash() {
             let expected = stored(&log).await;
             drop(log); // a crash
             drop(journal);
-            let replay = journal::read_all(&data).expect("read journals");
-            let (log, _) = open_with(&data, replay.generation, replay.batches(&KEY), behind(0)).await;
+            let log = reopened_from_journals(&data, behind(0)).await;
             assert_eq!(log.log_end(), 701, "page cache {page_cache}");
             assert_eq!(stored(&log).await, expected, "page cache {page_cache}: byte for byte");
         });
@@ -296,8 +299,7 @@ fn rolls_under_write_behind_keep_every_batch_through_a_crash() {
         let expected = stored(&log).await;
         drop(log);
         drop(journal);
-        let replay = journal::read_all(&data).expect("read journals");
-        let (log, _) = open_with(&data, replay.generation, replay.batches(&KEY), small).await;
+        let log = reopened_from_journals(&data, small).await;
         assert_eq!(log.log_end(), 100);
         assert_eq!(stored(&log).await, expected);
         log.close().await.expect("close");
