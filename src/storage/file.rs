@@ -32,7 +32,7 @@ pub struct Handles {
     reader: Arc<std::fs::File>,
     buffered: OnceCell<Arc<std::fs::File>>,
     /// The page-cache writer, once `write_cached_at` needs it.
-    cached: OnceCell<Rc<std::fs::File>>,
+    cached: OnceCell<std::fs::File>,
 }
 
 /// A fault to inject into the next matching call.
@@ -224,21 +224,15 @@ impl SegmentFile {
             return Err(err);
         }
         let handles = self.handles().await?;
-        let writer = match handles.cached.get() {
-            Some(w) => w.clone(),
-            None => {
-                let same_inode = format!("/proc/self/fd/{}", handles.dma.as_raw_fd());
-                let w = std::fs::OpenOptions::new().write(true).open(&same_inode).map_err(|e| {
-                    io::Error::new(e.kind(), format!("{}: reopen for page-cache writes: {e}", self.path.display()))
-                })?;
-                handles.cached.get_or_init(|| Rc::new(w)).clone()
-            }
-        };
+        if handles.cached.get().is_none() {
+            let w = self.reopen(handles.dma.as_raw_fd(), std::fs::OpenOptions::new().write(true), "writes")?;
+            let _ = handles.cached.set(w);
+        }
+        let writer = handles.cached.get().expect("set above");
         writer.write_all_at(buf.as_bytes(), pos)?;
         // Each whole MiB written starts its writeback at once, so the sync
-        // before the journal leaves a file has at most a MiB or two to
-        // write, not the whole file (32 MiB took the shard's appends
-        // with it for tens of ms).
+        // of a full journal file finds a MiB or two left to write, not the
+        // whole file.
         const CHUNK: u64 = 1 << 20;
         let (from, through) = (pos / CHUNK * CHUNK, (pos + buf.len() as u64) / CHUNK * CHUNK);
         if through > from {
@@ -293,11 +287,17 @@ impl SegmentFile {
         if let Some(f) = handles.buffered.get() {
             return Ok(f.clone());
         }
-        let same_inode = PathBuf::from(format!("/proc/self/fd/{}", handles.reader.as_raw_fd()));
-        let f = std::fs::File::open(&same_inode).map_err(|e| {
-            io::Error::new(e.kind(), format!("{}: reopen for page-cache reads: {e}", self.path.display()))
-        })?;
+        let f = self.reopen(handles.reader.as_raw_fd(), std::fs::OpenOptions::new().read(true), "reads")?;
         Ok(handles.buffered.get_or_init(|| Arc::new(f)).clone())
+    }
+
+    /// `fd`'s file opened again with `options` for page-cache `use_`,
+    /// through `/proc/self/fd`: the very inode this file holds, whatever
+    /// its name means by now.
+    fn reopen(&self, fd: std::os::fd::RawFd, options: &std::fs::OpenOptions, use_: &str) -> io::Result<std::fs::File> {
+        options.open(format!("/proc/self/fd/{fd}")).map_err(|e| {
+            io::Error::new(e.kind(), format!("{}: reopen for page-cache {use_}: {e}", self.path.display()))
+        })
     }
 
     pub async fn fdatasync(&self) -> io::Result<()> {
