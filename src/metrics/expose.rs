@@ -300,12 +300,17 @@ impl Scrape {
     fn encode_journal(&self, e: &mut DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
         let shards = &self.0;
         type JournalCounter = (&'static str, &'static str, fn(&super::snapshot::JournalSnapshot) -> u64);
-        let journal: [JournalCounter; 5] = [
+        let journal: [JournalCounter; 6] = [
             ("shardlog_journal_writes", "Writes to the shard journal.", |j| j.writes),
             ("shardlog_journal_syncs", "fdatasync calls on the shard journal.", |j| j.syncs),
             ("shardlog_journal_bytes", "Bytes written to the shard journal, padding included.", |j| j.bytes),
             ("shardlog_journal_batches", "Record batches written to the shard journal.", |j| j.entries),
             ("shardlog_journal_rotations", "Shard journal files filled and replaced.", |j| j.rotations),
+            (
+                "shardlog_journal_rotation_waits",
+                "Shard journal rotations whose next file was not ready, so appends waited for it.",
+                |j| j.rotation_waits,
+            ),
         ];
         for (name, help, get) in journal {
             family(

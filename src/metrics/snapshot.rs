@@ -65,6 +65,7 @@ pub struct JournalSnapshot {
     pub bytes: u64,
     pub entries: u64,
     pub rotations: u64,
+    pub rotation_waits: u64,
 }
 
 /// A shard's memory budget and what its parts hold (`server::memory`).

@@ -235,6 +235,7 @@ impl Shard {
                 bytes: j.stats.bytes.get(),
                 entries: j.stats.entries.get(),
                 rotations: j.stats.rotations.get(),
+                rotation_waits: j.stats.rotation_waits.get(),
             }),
         }
     }

@@ -12,7 +12,10 @@
 //! Segments are then synced in the background: when a journal file is full
 //! the shard syncs every partition with unsynced data (a checkpoint,
 //! `spawn_checkpoints` in `shard::journal_glue`) and the file is retired:
-//! recycled as the next file, or deleted. At start-up, before any partition
+//! recycled as a later file, or deleted. The next file is made ready before
+//! the active one fills (`prepare_spare`), from a retired file or, while a
+//! shard owns fewer than [`FILES_KEPT`], a new one, so a rotation does not
+//! wait for a file to be written with zeros when a checkpoint is slow. At start-up, before any partition
 //! opens, every journal file left is read ([`read_all`]); each partition
 //! appends the journal's batches that continue its recovered log, syncs,
 //! and once every shard is up the old files are removed.
@@ -55,6 +58,10 @@ const MAGIC: u32 = 0x534c_4a31;
 const HEADER: usize = 40;
 /// The smallest journal file: room for the largest write.
 const FILE_BYTES_MIN: u64 = 2 * WRITE_BYTES_MAX as u64;
+/// The journal files a shard keeps (active, spare, full and retired for
+/// reuse) before it waits for a checkpoint to free one: room for a
+/// checkpoint that takes as long as two files to fill.
+pub const FILES_KEPT: usize = 4;
 /// Journal writes in flight at once.
 const WRITES_IN_FLIGHT: usize = 2;
 
@@ -89,10 +96,12 @@ pub struct Journal {
     /// The next file, made ready in the background after each rotation.
     spare: RefCell<Option<Active>>,
     preparing: Cell<bool>,
+    /// A rotation waiting for the spare being prepared.
+    spare_waiters: RefCell<Vec<oneshot::Sender<()>>>,
     /// Files written full, with the last entry number each holds, oldest first.
     full: RefCell<VecDeque<(PathBuf, u64)>>,
-    /// A retired file kept to be reused as a spare.
-    recycled: RefCell<Option<PathBuf>>,
+    /// Retired files kept to be reused as spares.
+    recycled: RefCell<Vec<PathBuf>>,
     queue: RefCell<VecDeque<(u64, JournalKey, Bytes)>>,
     /// Entry numbers: the last queued and the last made durable.
     pushed: Cell<u64>,
@@ -165,6 +174,9 @@ pub struct JournalStats {
     pub bytes: Cell<u64>,
     pub entries: Cell<u64>,
     pub rotations: Cell<u64>,
+    /// Rotations that found no spare ready: they waited for the one being
+    /// prepared, or made the next file on the write path.
+    pub rotation_waits: Cell<u64>,
 }
 
 fn file_name(generation: u32, shard: usize, number: u32) -> String {
@@ -219,8 +231,9 @@ impl Journal {
             active: RefCell::new(first),
             spare: RefCell::new(None),
             preparing: Cell::new(false),
+            spare_waiters: RefCell::new(Vec::new()),
             full: RefCell::new(VecDeque::new()),
-            recycled: RefCell::new(None),
+            recycled: RefCell::new(Vec::new()),
             queue: RefCell::new(VecDeque::new()),
             pushed: Cell::new(0),
             durable: Cell::new(0),
@@ -263,26 +276,37 @@ impl Journal {
         Ok(Active { file: Rc::new(file), number, pos: 0 })
     }
 
-    /// Makes the next file ready in the background, unless one is. While
-    /// a full file waits for its checkpoint and none is kept for reuse, it
-    /// waits for that file (`retire_through` calls again): making a new one
-    /// writes the whole file with zeros, which under a steady load at every
-    /// rotation doubled the device's writes.
+    /// Makes the next file ready in the background, unless one is: a
+    /// retired file renamed, or while the shard owns fewer than
+    /// [`FILES_KEPT`] files, a new one. At the cap it waits for a retired
+    /// file (`retire_through` calls again). Making a file writes all of it
+    /// with zeros, so once the shard owns its files it only reuses them: at
+    /// every rotation that doubled the device's writes under a steady load.
     fn prepare_spare(self: &Rc<Self>) {
-        let waits_for_retired = self.recycled.borrow().is_none() && !self.full.borrow().is_empty();
-        if self.spare.borrow().is_some() || waits_for_retired || self.preparing.replace(true) {
+        let reusable = !self.recycled.borrow().is_empty();
+        if self.spare.borrow().is_some() || !(reusable || self.files() < FILES_KEPT) || self.preparing.replace(true) {
             return;
         }
+        let number = self.active.borrow().number + 1;
+        let reuse = self.recycled.borrow_mut().pop();
         let me = self.clone();
         crate::storage::background::spawn(async move {
-            let number = me.active.borrow().number + 1;
-            let reuse = me.recycled.borrow_mut().take();
             match Self::new_file(&me.dir, me.generation, me.shard, number, me.file_bytes, reuse).await {
                 Ok(next) => *me.spare.borrow_mut() = Some(next),
                 Err(e) => log::warn!("journal of shard {}: cannot prepare file {number}: {e}", me.shard),
             }
             me.preparing.set(false);
+            for tx in me.spare_waiters.take() {
+                let _ = tx.send(());
+            }
         });
+    }
+
+    /// The files this journal owns: the active one, the spare (or the one
+    /// being prepared), the full ones and those kept for reuse.
+    fn files(&self) -> usize {
+        let spare = self.spare.borrow().is_some() || self.preparing.get();
+        1 + usize::from(spare) + self.full.borrow().len() + self.recycled.borrow().len()
     }
 
     pub fn failed(&self) -> bool {
@@ -541,12 +565,21 @@ impl Journal {
 
     /// Moves to the next file; the full one waits for a checkpoint.
     async fn rotate(self: &Rc<Self>) -> io::Result<()> {
+        if self.spare.borrow().is_none() {
+            self.stats.rotation_waits.set(self.stats.rotation_waits.get() + 1);
+        }
+        if self.spare.borrow().is_none() && self.preparing.get() {
+            // The file being prepared has the next number: wait for it.
+            let (tx, rx) = oneshot::channel();
+            self.spare_waiters.borrow_mut().push(tx);
+            let _ = rx.await;
+        }
         let spare = self.spare.borrow_mut().take();
         let next = match spare {
             Some(s) => s,
             None => {
                 let number = self.active.borrow().number + 1;
-                let reuse = self.recycled.borrow_mut().take();
+                let reuse = self.recycled.borrow_mut().pop();
                 log::debug!(
                     "journal of shard {}: no spare at rotation, file {number} made on the write path",
                     self.shard
@@ -555,8 +588,9 @@ impl Journal {
             }
         };
         let old = std::mem::replace(&mut *self.active.borrow_mut(), next);
-        // Every write to the old file was synced. It holds no entry queued
-        // after now: a checkpoint that began later covers it.
+        // Its writes are done (`left` has it synced if they are not yet).
+        // It holds no entry queued after now: a checkpoint that began later
+        // covers it.
         self.full.borrow_mut().push_back((old.file.path().to_path_buf(), self.pushed.get()));
         self.stats.rotations.set(self.stats.rotations.get() + 1);
         self.prepare_spare();
@@ -570,7 +604,7 @@ impl Journal {
         let mut paths = vec![self.active.borrow().file.path().to_path_buf()];
         paths.extend(self.spare.borrow().as_ref().map(|s| s.file.path().to_path_buf()));
         paths.extend(self.full.borrow().iter().map(|(p, _)| p.clone()));
-        paths.extend(self.recycled.borrow().clone());
+        paths.extend(self.recycled.borrow().iter().cloned());
         for p in paths {
             match std::fs::remove_file(&p) {
                 Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
@@ -581,8 +615,8 @@ impl Journal {
     }
 
     /// After a checkpoint that synced every partition's segments once
-    /// entry `through` was queued: retires the full files it covers (one
-    /// kept for reuse, the rest deleted).
+    /// entry `through` was queued: retires the full files it covers (kept
+    /// for reuse up to [`FILES_KEPT`] files in all, the rest deleted).
     pub async fn retire_through(self: &Rc<Self>, through: u64) {
         loop {
             let Some((path, last)) = self.full.borrow().front().cloned() else { return };
@@ -594,8 +628,9 @@ impl Journal {
             if self.left.borrow().as_ref().is_some_and(|l| l.path() == path) {
                 *self.left.borrow_mut() = None;
             }
-            if self.recycled.borrow().is_none() {
-                *self.recycled.borrow_mut() = Some(path);
+            // Kept if the journal then owns at most `FILES_KEPT` files.
+            if self.files() < FILES_KEPT {
+                self.recycled.borrow_mut().push(path);
                 self.prepare_spare();
                 continue;
             }

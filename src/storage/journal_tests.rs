@@ -3,6 +3,8 @@
 
 use super::*;
 
+use std::path::Path;
+
 fn key(p: i32) -> JournalKey {
     JournalKey { topic_id: [7; 16], partition: p }
 }
@@ -51,4 +53,43 @@ fn padding_skips_to_the_next_write() {
 fn names_parse_back() {
     assert_eq!(parse_name(&file_name(12, 3, 45)), Some((12, 3, 45)));
     assert_eq!(parse_name("000001-000-00000002.tmp"), None);
+}
+
+/// Writes 1 MiB entries until the journal has rotated `rotations` times in
+/// all, letting its background work run between writes.
+async fn fill_until(journal: &Rc<Journal>, rotations: u64) {
+    while journal.stats.rotations.get() < rotations {
+        let number = journal.push(key(1), [Bytes::from(vec![5u8; 1 << 20])], false).expect("journal failed");
+        assert!(journal.wait_written(number).await, "journal failed");
+        glommio::timer::sleep(std::time::Duration::from_millis(5)).await;
+    }
+}
+
+fn files_in(data: &Path) -> usize {
+    std::fs::read_dir(data.join(DIR)).expect("journal dir").count()
+}
+
+#[test]
+fn a_slow_checkpoint_does_not_make_a_rotation_wait_for_its_next_file() {
+    crate::storage::testing::run(|| async {
+        let dir = crate::storage::testing::tempdir();
+        let journal = Journal::create(dir.path(), 0, 0, FILE_BYTES_MIN).await.expect("journal");
+        // No checkpoint retires a file: the shard makes new ones up to its
+        // cap, each ready before the file before it is full.
+        let ahead = (FILES_KEPT - 1) as u64;
+        fill_until(&journal, ahead).await;
+        assert_eq!(journal.stats.rotation_waits.get(), 0, "a rotation waited for its file");
+        assert_eq!(files_in(dir.path()), FILES_KEPT, "the cap is reached, not passed");
+        // At the cap, one more rotation makes its file itself.
+        fill_until(&journal, ahead + 1).await;
+        assert_eq!(journal.stats.rotation_waits.get(), 1);
+        // A checkpoint retires the full files: kept for reuse to the cap, and
+        // the next rotations reuse them without waiting.
+        journal.retire_through(journal.pushed()).await;
+        glommio::timer::sleep(std::time::Duration::from_millis(50)).await;
+        assert_eq!(files_in(dir.path()), FILES_KEPT, "retired files beyond the cap are deleted");
+        fill_until(&journal, ahead + 3).await;
+        assert_eq!(journal.stats.rotation_waits.get(), 1, "a rotation after the checkpoint waited");
+        assert!(!journal.failed());
+    });
 }
