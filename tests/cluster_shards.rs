@@ -12,7 +12,7 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    cluster::{broker, create, start_cluster_of, wait_for_three, wait_until},
+    cluster::{broker, create, start_cluster_of, start_cluster_shaped, wait_for_three, wait_identical, wait_until},
     scrape::{scrape, sum, Sample},
     wire::Wire,
 };
@@ -58,5 +58,32 @@ fn follower_fetches_land_on_the_shards_that_own_their_partitions() {
                 "broker {id} shard {shard} sent {sent} cross-shard messages while only followers fetched"
             );
         }
+    }
+}
+
+/// Brokers need not have as many shards as each other: a follower's shard
+/// fetches from the leader's shard of the same number modulo the leader's
+/// count, and the leader routes what that shard does not own to the owner.
+#[test]
+fn replicas_agree_between_brokers_of_unequal_shard_counts() {
+    let dir = common::tempdir().unwrap();
+    let brokers = start_cluster_shaped(dir.path(), 3, 3, |id| if id == 3 { 1 } else { 2 }, |_| SETTINGS.to_string());
+    wait_for_three(&brokers);
+    let mut w = Wire::connect(&broker(&brokers, 3).bootstrap());
+    assert_eq!(create(&mut w, "uneven", 4, 3, &[]).0, 0);
+    let mut leaders = std::collections::BTreeSet::new();
+    for (_, b) in &brokers {
+        for p in wait_until(b, "uneven", "three in sync", |p| p.0 > 0 && p.2 == vec![1, 2, 3]) {
+            leaders.insert(p.0);
+        }
+    }
+    assert!(leaders.contains(&3) && leaders.len() > 1, "leaders {leaders:?}: the one-shard broker leads some, not all");
+    let sent: Vec<(i32, String)> = (0..80).map(|i| (i % 4, format!("u{i}"))).collect();
+    let acked = common::produce::produce(&broker(&brokers, 1).bootstrap(), "uneven", &sent);
+    assert_eq!(acked.len(), 80, "every record acknowledged");
+    // Each partition's three logs, byte for byte, hold its 20 records.
+    wait_identical(dir.path(), "uneven", 4, 20 * 10);
+    for (_, b) in &brokers {
+        wait_until(b, "uneven", "still three in sync", |p| p.2 == vec![1, 2, 3]);
     }
 }

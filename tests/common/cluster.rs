@@ -54,12 +54,23 @@ pub fn start_cluster_each(
     cores: usize,
     settings: impl Fn(i32) -> String,
 ) -> Vec<(i32, Broker)> {
+    start_cluster_shaped(dir, voters, brokers, |_| cores, settings)
+}
+
+/// `start_cluster_each`, broker `id` with `cores(id)` shards.
+pub fn start_cluster_shaped(
+    dir: &Path,
+    voters: i32,
+    brokers: i32,
+    cores: impl Fn(i32) -> usize,
+    settings: impl Fn(i32) -> String,
+) -> Vec<(i32, Broker)> {
     let ports: Vec<u16> = (0..voters).map(|_| free_port()).collect();
     let quorum = (1..=voters).zip(&ports).map(|(id, p)| format!("{id}@127.0.0.1:{p}")).collect::<Vec<_>>().join(",");
     (1..=brokers)
         .map(|id| {
             let config = format!("node_id = {id}\ncontroller_quorum = \"{quorum}\"\n{}", settings(id));
-            (id, Broker::start_with_config(&dir.join(format!("b{id}")), cores, &config, &[]))
+            (id, Broker::start_with_config(&dir.join(format!("b{id}")), cores(id), &config, &[]))
         })
         .collect()
 }
