@@ -15,9 +15,11 @@ use crate::{
 const CHECKPOINT_POLL: Duration = Duration::from_millis(20);
 
 /// Partitions a checkpoint syncs at once. Their `fdatasync`s overlap in the
-/// kernel's io workers; one after another, 48 partitions' syncs under load
-/// outlasted two journal files, and rotations waited for a file. Not all at
-/// once, so the journal's own syncs are not queued behind every partition's.
+/// kernel's io workers; one after another, 32 partitions' syncs under load
+/// took up to 1.6 s (2.5 journal files at 50k msg/s), and rotations waited
+/// for a file. Not all at once, so the journal's own syncs are not queued
+/// behind every partition's. (Against one at a time, perf/README.md: each
+/// won one workload; eight kept fewer rotations waiting.)
 const CHECKPOINT_SYNCS_AT_ONCE: usize = 8;
 
 /// Starts this shard's journal (unless the broker runs without one) and

@@ -226,7 +226,15 @@ impl BatchCache {
     /// Forgets everything (after truncation or a failed write).
     pub fn clear(&mut self) {
         let mut inner = self.shard.inner.borrow_mut();
-        while inner.pop_front(self.slot).is_some() {}
+        let inner = &mut *inner;
+        let part = &mut inner.parts[self.slot];
+        if let Some((seq, _)) = part.batches.front() {
+            inner.fronts.remove(seq);
+        }
+        inner.bytes -= part.bytes;
+        inner.batches -= part.batches.len();
+        part.bytes = 0;
+        part.batches.clear();
     }
 
     /// Drops batches wholly below `log_start` (after retention).

@@ -15,10 +15,11 @@
 //! recycled as a later file, or deleted. The next file is made ready before
 //! the active one fills (`prepare_spare`), from a retired file or, while a
 //! shard owns fewer than [`FILES_KEPT`], a new one, so a rotation does not
-//! wait for a file to be written with zeros when a checkpoint is slow. At start-up, before any partition
-//! opens, every journal file left is read ([`read_all`]); each partition
-//! appends the journal's batches that continue its recovered log, syncs,
-//! and once every shard is up the old files are removed.
+//! wait for a file to be written with zeros when a checkpoint is slow. At
+//! start-up, before any partition opens, every journal file left is read
+//! ([`read_all`]); each partition appends the journal's batches that
+//! continue its recovered log, syncs, and once every shard is up the old
+//! files are removed.
 //!
 //! Files live in `<data dir>/journal/`, named `GGGGGG-SSS-NNNNNNNN.jnl`
 //! (generation, shard, file number). A generation is one run of the broker.
