@@ -22,7 +22,10 @@ use glommio::io::{DmaBuffer, DmaFile, OpenOptions};
 
 use crate::{
     limits::DMA_ALIGNMENT,
-    storage::open_files::{self, Slot},
+    storage::{
+        open_files::{self, Slot},
+        page_cache_writer,
+    },
 };
 
 /// The descriptors an open segment file holds: the direct-I/O writer, the
@@ -32,7 +35,7 @@ pub struct Handles {
     reader: Arc<std::fs::File>,
     buffered: OnceCell<Arc<std::fs::File>>,
     /// The page-cache writer, once `write_cached_at` needs it.
-    cached: OnceCell<std::fs::File>,
+    cached: OnceCell<Arc<std::fs::File>>,
 }
 
 /// A fault to inject into the next matching call.
@@ -213,12 +216,11 @@ impl SegmentFile {
     /// journal with `journal_page_cache`; never a segment): done once the
     /// kernel holds a copy. `fdatasync` makes it durable like any write.
     ///
-    /// A plain `pwrite` on the shard's thread, a copy of a few µs: io_uring
-    /// hands an ext4 buffered write to its io workers, which run on the
-    /// shard's core and took it from the shard (measured: the shard's
-    /// run-queue wait rose 3.8× at 50k msg/s).
-    #[allow(unsafe_code)]
-    pub async fn write_cached_at(&self, buf: DmaBuffer, pos: u64) -> io::Result<()> {
+    /// The `pwrite` runs on the shard's page-cache writer thread (see
+    /// `storage::page_cache_writer`): on the shard's thread it blocked the
+    /// shard for ms under writeback, and io_uring hands an ext4 buffered
+    /// write to its io workers, which run on the shard's core.
+    pub async fn write_cached_at(&self, buf: Vec<u8>, pos: u64) -> io::Result<()> {
         use std::os::fd::AsRawFd;
         if let Some(err) = self.faults.take_write() {
             return Err(err);
@@ -226,30 +228,13 @@ impl SegmentFile {
         let handles = self.handles().await?;
         if handles.cached.get().is_none() {
             let w = self.reopen(handles.dma.as_raw_fd(), std::fs::OpenOptions::new().write(true), "writes")?;
-            let _ = handles.cached.set(w);
+            let _ = handles.cached.set(Arc::new(w));
         }
-        let writer = handles.cached.get().expect("set above");
-        writer.write_all_at(buf.as_bytes(), pos)?;
-        // Each whole MiB written starts its writeback at once, so the sync
-        // of a full journal file finds a MiB or two left to write, not the
-        // whole file.
-        const CHUNK: u64 = 1 << 20;
-        let (from, through) = (pos / CHUNK * CHUNK, (pos + buf.len() as u64) / CHUNK * CHUNK);
-        if through > from {
-            // SAFETY: a plain syscall on a descriptor this file holds open.
-            let rc = unsafe {
-                libc::sync_file_range(
-                    writer.as_raw_fd(),
-                    from as i64,
-                    (through - from) as i64,
-                    libc::SYNC_FILE_RANGE_WRITE,
-                )
-            };
-            if rc != 0 {
-                log::debug!("{}: sync_file_range: {}", self.path.display(), io::Error::last_os_error());
-            }
-        }
-        Ok(())
+        let writer = handles.cached.get().expect("set above").clone();
+        let written = page_cache_writer::write(writer, buf, pos).await;
+        drop(handles); // held through the write: it counts in the descriptor budget
+        written
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: page-cache write at {pos}: {e}", self.path.display())))
     }
 
     /// Writes padding (zeros written ahead of the appends): like `write_at`,

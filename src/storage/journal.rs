@@ -486,8 +486,10 @@ impl Journal {
             }
         };
         let len = align_up(used as u64) as usize;
-        let mut buf = file.alloc(len);
-        let bytes = buf.as_bytes_mut();
+        // The page cache takes plain memory, written on another thread.
+        let (mut dma, mut plain) =
+            if self.page_cache.get() { (None, vec![0u8; len]) } else { (Some(file.alloc(len)), Vec::new()) };
+        let bytes = dma.as_mut().map_or(&mut plain[..], |b| b.as_bytes_mut());
         let mut at = 0;
         for (_, key, batch) in &taken {
             at += encode(&mut bytes[at..], self.generation, number, key, batch);
@@ -503,8 +505,10 @@ impl Journal {
         self.stats.bytes.set(self.stats.bytes.get() + len as u64);
         let me = self.clone();
         glommio::spawn_local(async move {
-            let written =
-                if me.page_cache.get() { file.write_cached_at(buf, pos).await } else { file.write_at(buf, pos).await };
+            let written = match dma {
+                Some(buf) => file.write_at(buf, pos).await,
+                None => file.write_cached_at(plain, pos).await,
+            };
             me.in_flight.set(me.in_flight.get() - 1);
             match written {
                 Ok(()) => me.written(id),

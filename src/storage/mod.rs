@@ -16,6 +16,7 @@ pub mod index;
 pub mod journal;
 pub mod log;
 pub mod open_files;
+pub mod page_cache_writer;
 pub mod producers;
 pub mod recovery;
 pub mod replica_files;
