@@ -124,7 +124,7 @@ mod tests {
     fn writes_land_in_order_from_a_pinned_thread_and_the_writer_is_not_pinned() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("j");
-        let file = Arc::new(std::fs::File::create_new(&path).unwrap());
+        let file = Arc::new(File::create_new(&path).unwrap());
         let allowed = std::thread::available_parallelism().map_or(1, |n| n.get());
         let (read, writer_cpus) = glommio::LocalExecutorBuilder::new(glommio::Placement::Fixed(0))
             .name("pcwtest")
