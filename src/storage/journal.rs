@@ -47,10 +47,7 @@ use futures_channel::oneshot;
 use crate::{
     limits::{DMA_ALIGNMENT, WRITE_BYTES_MAX},
     protocol::record_batch::crc32c,
-    storage::{
-        file::{self, Faults, SegmentFile},
-        page_cache_writer,
-    },
+    storage::file::{self, Faults, SegmentFile},
 };
 
 #[path = "journal_replay.rs"]
@@ -490,11 +487,8 @@ impl Journal {
         };
         let len = align_up(used as u64) as usize;
         // The page cache takes plain memory, written on another thread.
-        let (mut dma, mut plain) = if self.page_cache.get() {
-            (None, page_cache_writer::buffer(len))
-        } else {
-            (Some(file.alloc(len)), Vec::new())
-        };
+        let (mut dma, mut plain) =
+            if self.page_cache.get() { (None, vec![0u8; len]) } else { (Some(file.alloc(len)), Vec::new()) };
         let bytes = dma.as_mut().map_or(&mut plain[..], |b| b.as_bytes_mut());
         let mut at = 0;
         for (_, key, batch) in &taken {

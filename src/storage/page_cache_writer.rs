@@ -31,37 +31,20 @@ use futures_channel::oneshot;
 /// journal file finds a MiB or two left to write, not the whole file.
 const WRITEBACK_CHUNK: u64 = 1 << 20;
 
-/// Buffers kept for reuse per shard: as many as the journal has writes in
-/// flight. A fresh multi-MiB buffer per write cost a page fault per 4 KiB
-/// on the shard's thread.
-const BUFFERS_KEPT: usize = 2;
-
 struct Job {
     file: Arc<File>,
     buf: Vec<u8>,
     pos: u64,
-    done: oneshot::Sender<(Vec<u8>, io::Result<()>)>,
+    done: oneshot::Sender<io::Result<()>>,
 }
 
 thread_local! {
     /// This shard thread's writer, once started.
     static WRITER: RefCell<Option<mpsc::Sender<Job>>> = const { RefCell::new(None) };
-    /// Buffers finished writes gave back.
-    static FREE: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
-}
-
-/// A buffer of `len` zeros to encode a write into, reusing one an earlier
-/// write gave back.
-pub fn buffer(len: usize) -> Vec<u8> {
-    let mut buf = FREE.with(|f| f.borrow_mut().pop()).unwrap_or_default();
-    buf.clear();
-    buf.resize(len, 0);
-    buf
 }
 
 /// Writes all of `buf` at `pos` of `file` through the page cache, on the
 /// calling shard's writer thread; done once the kernel holds the copy.
-/// The buffer is kept for a later [`buffer`].
 pub async fn write(file: Arc<File>, buf: Vec<u8>, pos: u64) -> io::Result<()> {
     let (done, answer) = oneshot::channel();
     let job = Job { file, buf, pos, done };
@@ -75,16 +58,7 @@ pub async fn write(file: Arc<File>, buf: Vec<u8>, pos: u64) -> io::Result<()> {
             .send(job)
             .map_err(|_| io::Error::other("the shard's page-cache writer thread has ended"))
     })?;
-    let Ok((buf, written)) = answer.await else {
-        return Err(io::Error::other("the shard's page-cache writer thread dropped a write"));
-    };
-    FREE.with(|f| {
-        let mut free = f.borrow_mut();
-        if free.len() < BUFFERS_KEPT {
-            free.push(buf);
-        }
-    });
-    written
+    answer.await.unwrap_or_else(|_| Err(io::Error::other("the shard's page-cache writer thread dropped a write")))
 }
 
 fn start() -> io::Result<mpsc::Sender<Job>> {
@@ -96,7 +70,7 @@ fn start() -> io::Result<mpsc::Sender<Job>> {
         }
         for job in queue {
             let written = job.file.write_all_at(&job.buf, job.pos).map(|()| start_writeback(&job));
-            let _ = job.done.send((job.buf, written));
+            let _ = job.done.send(written);
         }
     })?;
     Ok(jobs)
@@ -157,19 +131,11 @@ mod tests {
             .spawn(move || async move {
                 // Two MiB and a bit in three writes, the middle one crossing
                 // a MiB boundary; in flight together.
-                let filled = |byte: u8| {
-                    let mut b = buffer(700 << 10);
-                    b.fill(byte);
-                    b
-                };
-                let a = write(file.clone(), filled(1), 0);
-                let b = write(file.clone(), filled(2), 700 << 10);
-                let c = write(file.clone(), filled(3), 1400 << 10);
+                let a = write(file.clone(), vec![1u8; 700 << 10], 0);
+                let b = write(file.clone(), vec![2u8; 700 << 10], 700 << 10);
+                let c = write(file.clone(), vec![3u8; 700 << 10], 1400 << 10);
                 let (a, b, c) = futures::join!(a, b, c);
                 a.and(b).and(c).unwrap();
-                // A reused buffer comes back zeroed, at the length asked.
-                let again = buffer(1000);
-                assert!(again.len() == 1000 && again.iter().all(|&b| b == 0), "a reused buffer is zeroed");
                 let pid = std::process::id();
                 let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
                 let mut cpus = None;
