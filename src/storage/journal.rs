@@ -13,7 +13,7 @@
 //! the shard syncs every partition with unsynced data (a checkpoint,
 //! `spawn_checkpoints` in `shard::journal_glue`) and the file is retired:
 //! recycled as a later file, or deleted. The next file is made ready before
-//! the active one fills (`prepare_spare`), from a retired file or, while a
+//! the active one fills (`prepare`), from a retired file or, while a
 //! shard owns fewer than [`FILES_KEPT`], a new one, so a rotation does not
 //! wait for a file to be written with zeros when a checkpoint is slow. At
 //! start-up, before any partition opens, every journal file left is read
@@ -197,24 +197,24 @@ fn align_up(n: u64) -> u64 {
     n.div_ceil(DMA_ALIGNMENT) * DMA_ALIGNMENT
 }
 
-/// A file of `len` zeros, with its name durable in `dir`. `written`: the
-/// zeros are written (a write into an allocated but unwritten extent
-/// changes metadata, which the next `fdatasync` must commit); else the file
-/// is sparse, made at once, and costs that metadata until written through.
-fn allocate_file(dir: &Path, path: &Path, len: u64, written: bool) -> io::Result<()> {
+/// A file of `len` zeros, with its name durable in `dir`: written with
+/// zeros (a write into an allocated but unwritten extent changes metadata,
+/// which the next `fdatasync` must commit), or if `sparse` made at once,
+/// costing that metadata until written through.
+fn allocate_file(dir: &Path, path: &Path, len: u64, sparse: bool) -> io::Result<()> {
     use std::io::Write;
     let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(path)?;
-    let zeros = vec![0u8; if written { 1 << 20 } else { 0 }];
-    let mut left = len;
     let made = (|| {
-        if !written {
+        if sparse {
             f.set_len(len)?;
-            left = 0;
-        }
-        while left > 0 {
-            let n = left.min(zeros.len() as u64) as usize;
-            f.write_all(&zeros[..n])?;
-            left -= n as u64;
+        } else {
+            let zeros = vec![0u8; 1 << 20];
+            let mut left = len;
+            while left > 0 {
+                let n = left.min(zeros.len() as u64) as usize;
+                f.write_all(&zeros[..n])?;
+                left -= n as u64;
+            }
         }
         f.sync_all()
     })();
@@ -261,7 +261,7 @@ impl Journal {
             page_cache: Cell::new(false),
             stats: JournalStats::default(),
         });
-        journal.prepare_spare();
+        journal.prepare(false);
         Ok(journal)
     }
 
@@ -281,7 +281,7 @@ impl Journal {
         glommio::executor()
             .spawn_blocking(move || match reuse {
                 Some(old) => std::fs::rename(&old, &p).and_then(|()| file::sync_dir(&d)),
-                None => allocate_file(&d, &p, len, !sparse),
+                None => allocate_file(&d, &p, len, sparse),
             })
             .await?;
         let file = SegmentFile::open(&path, Faults::default()).await?;
@@ -294,12 +294,8 @@ impl Journal {
     /// file (`retire_through` calls again). Making a file writes all of it
     /// with zeros, so once the shard owns its files it only reuses them: at
     /// every rotation that doubled the device's writes under a steady load.
-    fn prepare_spare(self: &Rc<Self>) {
-        self.prepare(false);
-    }
-
-    /// `prepare_spare`; `now`: even at the cap, as a rotation needs it.
-    /// Every file is made here, one at a time, so two never take a number.
+    /// `now`: even at the cap, as a rotation needs it. Every file is made
+    /// here, one at a time, so two never take a number.
     fn prepare(self: &Rc<Self>, now: bool) {
         let allowed = now || !self.recycled.borrow().is_empty() || self.files() < FILES_KEPT;
         if self.spare.borrow().is_some() || !allowed || self.preparing.replace(true) {
@@ -617,7 +613,7 @@ impl Journal {
         // covers it.
         self.full.borrow_mut().push_back((old.file.path().to_path_buf(), self.pushed.get()));
         self.stats.rotations.set(self.stats.rotations.get() + 1);
-        self.prepare_spare();
+        self.prepare(false);
         Ok(())
     }
 
@@ -655,7 +651,7 @@ impl Journal {
             // Kept if the journal then owns at most `FILES_KEPT` files.
             if self.files() < FILES_KEPT {
                 self.recycled.borrow_mut().push(path);
-                self.prepare_spare();
+                self.prepare(false);
                 continue;
             }
             let shown = path.display().to_string();
