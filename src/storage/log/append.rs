@@ -241,7 +241,8 @@ impl PartitionLog {
     /// Writes a run of batches, then commits the new state. With
     /// write-behind (`behind`) the run goes into the shard journal and is
     /// answered once that write completed; its segment write follows in the
-    /// background. Otherwise (or when the journal failed) it is written to
+    /// background. Otherwise (a large acks=1 run, see `journal_run`, or
+    /// when the journal failed) it is written to
     /// the segment after whatever bytes wait for it, as aligned DMA writes.
     /// Nothing is visible to readers before a write holding it completed,
     /// and a failed write leaves the state as it was.

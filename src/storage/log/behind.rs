@@ -16,7 +16,9 @@
 //! always before the segment is synced (a roll, a journal checkpoint, close)
 //! or read from the file. Readers see an append once it is answered, from
 //! the tail cache; a read that must go to the file first waits for the
-//! bytes to reach it.
+//! bytes to reach it. A run of acks=1 appends of `BEHIND_BYTES` or more
+//! skips the journal and writes its segment before it is answered
+//! (`journal_run`): it would start a segment write at once anyway.
 
 use std::{
     cell::{Cell, RefCell},

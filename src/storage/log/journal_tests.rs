@@ -338,3 +338,60 @@ fn an_abort_before_a_replayed_batch_survives_two_crashes() {
         assert_eq!(log.aborted_index(), aborted, "still known after a second crash");
     });
 }
+
+#[test]
+fn a_large_acks_1_run_writes_its_segment_and_the_small_ones_around_it_come_back_after_a_crash() {
+    for page_cache in [false, true] {
+        run(move || async move {
+            let dir = tempdir();
+            let data = dir.path().to_path_buf();
+            let (log, journal) = open_journaled(&data, 0, &[], behind(60_000), page_cache).await;
+            let large = one_record(&"L".repeat(super::behind::BEHIND_BYTES as usize));
+            for i in 0..5 {
+                log.append(batch(i), Durability::Written).await.unwrap();
+            }
+            assert_eq!(log.stats().segment_writes.get(), 0, "page cache {page_cache}: small appends wait");
+            log.append(large, Durability::Written).await.unwrap();
+            let writes = log.stats().segment_writes.get();
+            assert!(writes >= 1, "page cache {page_cache}: the large append wrote the segment");
+            for i in 6..11 {
+                log.append(batch(i), Durability::Written).await.unwrap();
+            }
+            assert_eq!(journal.stats.entries.get(), 10, "page cache {page_cache}: only the small ones were journaled");
+            assert_eq!(log.stats().segment_writes.get(), writes, "page cache {page_cache}: the small ones wait again");
+            let expected = stored(&log).await;
+            assert_eq!(last_offset_in(&expected), 10);
+            drop(log); // a crash: the last five are in the journal only
+            drop(journal);
+            let (log, _) = open_with(&data, 1, &[], behind(0)).await;
+            assert_eq!(log.log_end(), 6, "page cache {page_cache}: the segment holds the first six");
+            drop(log);
+            let log = reopened_from_journals(&data, behind(0)).await;
+            assert_eq!(log.log_end(), 11, "page cache {page_cache}: every answered batch is back");
+            assert_eq!(stored(&log).await, expected, "page cache {page_cache}: byte for byte");
+        });
+    }
+}
+
+#[test]
+fn a_durable_append_after_a_large_unjournaled_run_syncs_the_segment() {
+    run(|| async {
+        let dir = tempdir();
+        let data = dir.path().to_path_buf();
+        let (log, journal) = open_with(&data, 0, &[], behind(60_000)).await;
+        log.append(batch(0), Durability::Written).await.unwrap();
+        log.append(one_record(&"L".repeat(super::behind::BEHIND_BYTES as usize)), Durability::Written).await.unwrap();
+        log.append(batch(2), Durability::Written).await.unwrap();
+        let before = log.stats().syncs.get();
+        // The journal misses offset 1: its sync alone would not make 0..=3
+        // durable.
+        log.append(batch(3), Durability::Synced).await.unwrap();
+        assert!(log.stats().syncs.get() > before, "the segment was synced");
+        // Once the segment's sync covers the gap, the journal holds what follows.
+        let syncs = log.stats().syncs.get();
+        log.append(batch(4), Durability::Synced).await.unwrap();
+        log.append(batch(5), Durability::Synced).await.unwrap();
+        assert!(journal.stats.syncs.get() >= 1, "later durable appends wait for the journal");
+        assert!(log.stats().syncs.get() <= syncs + 1, "{} segment syncs", log.stats().syncs.get());
+    });
+}

@@ -6,7 +6,10 @@
 //! holds every offset above what the segment has synced (the first durable
 //! append), or when the journal failed, the segment is synced as before.
 
-use super::state::{PartitionLog, Pending};
+use super::{
+    behind::BEHIND_BYTES,
+    state::{PartitionLog, Pending},
+};
 use crate::storage::journal::JournalLink;
 
 impl PartitionLog {
@@ -22,6 +25,14 @@ impl PartitionLog {
     /// Queues a run about to be written (offsets assigned) in the journal,
     /// if this log uses it (sharing `batches`, the run's bytes); returns
     /// the entry holding it.
+    ///
+    /// Under write-behind, a run of acks=1 appends of `BEHIND_BYTES` or
+    /// more skips the journal and writes its segment at once (after the
+    /// staged bytes): write-behind would start that segment write at once
+    /// anyway, so the journal would only write the bytes a second time.
+    /// The journal then no longer holds every offset since `from`, so it
+    /// starts over with its next run, and a durable append syncs the
+    /// segment until a sync covers the gap.
     pub(super) fn journal_run(&self, run: &[Pending], batches: &[bytes::Bytes]) -> Option<u64> {
         let link = self.journal.as_ref()?;
         let behind = self.writes_behind();
@@ -29,6 +40,11 @@ impl PartitionLog {
         let jt = &mut st.journal;
         let (first, last) = (run.first()?, run.last()?);
         if !jt.wanted && !behind {
+            return None;
+        }
+        let bytes: usize = batches.iter().map(bytes::Bytes::len).sum();
+        if behind && !jt.wanted && bytes as u64 >= BEHIND_BYTES && !run.iter().any(|p| p.synced) {
+            jt.from = None;
             return None;
         }
         let entry = link.journal.push(link.key, batches.iter().cloned(), run.iter().any(|p| p.synced))?;
