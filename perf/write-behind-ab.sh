@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Write-behind (`--write-behind-ms 10`, arm "behind") against each append
-# writing its segment (the default, arm "direct"): perf/broker-ab.sh with
-# these arms. About 12 minutes; DURATION, REPS and WORKLOADS as there.
+# The defaults (write-behind through a page-cache journal, arm "behind")
+# against each append writing its segment before it is answered, with a
+# direct-I/O journal (arm "direct": `--write-behind-ms 0
+# --journal-page-cache false`, the defaults through 980c391):
+# perf/broker-ab.sh with these arms. About 18 minutes; DURATION, REPS and
+# WORKLOADS as there.
 set -euo pipefail
-ARM_A="behind=--write-behind-ms ${WRITE_BEHIND_MS:-10}" ARM_B="direct=" KIND=write-behind-ab \
+ARM_A="behind=" ARM_B="direct=--write-behind-ms 0 --journal-page-cache false" KIND=write-behind-ab \
     exec "$(dirname "$0")/broker-ab.sh"

@@ -63,8 +63,10 @@ pub const PREALLOCATE_MIN_BYTES: u64 = 64 << 10;
 /// hundred 1 KiB appends, or a few milliseconds of a busy partition.
 pub const ZERO_AHEAD_BYTES_DEFAULT: u64 = 1 << 20;
 /// How long an append answered from the shard journal may wait for its
-/// segment write (`write_behind_ms`).
-pub const WRITE_BEHIND_MS_DEFAULT: u64 = 0;
+/// segment write (the broker's `write_behind_ms`): long enough to gather a
+/// busy partition's appends into larger writes, short enough that a read
+/// from the file seldom waits for one.
+pub const WRITE_BEHIND_MS_DEFAULT: u64 = 10;
 /// A partition appending faster than this skips zero-ahead: its writes are
 /// large and amortise the extent conversion, and zeros would double the
 /// disk's writes at the rates where its bandwidth is the limit.

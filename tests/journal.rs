@@ -140,14 +140,14 @@ fn acks_all_batches_come_back_from_the_journal_after_their_segment_writes_are_lo
 
 #[test]
 fn acks_1_batches_answered_before_their_segment_writes_survive_a_sigkill() {
-    acks_1_batches_survive_a_sigkill("");
+    acks_1_batches_survive_a_sigkill("journal_page_cache = false\n");
 }
 
-/// The journal written through the page cache: what a killed process
-/// wrote there is the kernel's, and comes back as well.
+/// The journal written through the page cache (the default): what a
+/// killed process wrote there is the kernel's, and comes back as well.
 #[test]
 fn acks_1_batches_answered_from_a_page_cache_journal_survive_a_sigkill() {
-    acks_1_batches_survive_a_sigkill("journal_page_cache = true\n");
+    acks_1_batches_survive_a_sigkill("");
 }
 
 fn acks_1_batches_survive_a_sigkill(config: &str) {

@@ -216,18 +216,19 @@ pub struct ServeArgs {
     #[arg(long)]
     pub zero_ahead_bytes: Option<u64>,
     /// Milliseconds an append answered from the shard journal may wait for
-    /// its segment write (default 0: off, each append's segment is written
-    /// before answering).
+    /// its segment write (default 10; 0 writes each append's segment before
+    /// answering).
     #[arg(long)]
     pub write_behind_ms: Option<u64>,
     /// Bytes of each shard journal file (default 32 MiB; 0 turns the
     /// journal off and acks=all syncs each partition's segment instead).
     #[arg(long)]
     pub journal_file_bytes: Option<u64>,
-    /// The shard journal writes through the page cache (default: direct
-    /// I/O); with --write-behind-ms, acks=1 then waits for no device write.
-    #[arg(long)]
-    pub journal_page_cache: bool,
+    /// Whether the shard journal writes through the page cache (default
+    /// true; false writes it with direct I/O). With write-behind, acks=1
+    /// then waits for no device write.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
+    pub journal_page_cache: Option<bool>,
     /// Microseconds an idle shard polls before it parks (default 0).
     #[arg(long)]
     pub spin_before_park_us: Option<u64>,
@@ -296,8 +297,8 @@ impl ServeArgs {
         if let Some(v) = self.journal_file_bytes {
             c.journal_file_bytes = v;
         }
-        if self.journal_page_cache {
-            c.journal_page_cache = true;
+        if let Some(v) = self.journal_page_cache {
+            c.journal_page_cache = v;
         }
         if let Some(v) = self.spin_before_park_us {
             c.spin_before_park_us = v;
@@ -533,5 +534,28 @@ fn run_topics(cmd: TopicsCommand) -> Result<(), String> {
             topics::alter(&bootstrap, &name, partitions, &set, &unset)
         }
         TopicsCommand::Delete { bootstrap, names } => topics::delete(&bootstrap, &names),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::{Cli, Command};
+
+    fn serve(flags: &[&str]) -> crate::server::ServeConfig {
+        let cli = Cli::try_parse_from(["shardlog", "serve"].iter().chain(flags)).expect("the flags parse");
+        let Command::Serve(args) = cli.command else { panic!("not serve") };
+        args.into_config().expect("a config")
+    }
+
+    #[test]
+    fn write_behind_and_the_page_cache_journal_are_on_unless_turned_off() {
+        let d = serve(&[]);
+        assert!(d.journal_page_cache && d.write_behind_ms > 0, "{d:?}");
+        assert!(serve(&["--journal-page-cache"]).journal_page_cache);
+        assert!(!serve(&["--journal-page-cache", "false"]).journal_page_cache);
+        assert!(!serve(&["--journal-page-cache=false"]).journal_page_cache);
+        assert_eq!(serve(&["--write-behind-ms", "0"]).write_behind_ms, 0);
     }
 }

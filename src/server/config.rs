@@ -112,7 +112,8 @@ pub struct ServeConfig {
     /// write holding them completed, and reach their segments within this
     /// many milliseconds, in larger writes (one device write per loop turn
     /// for every partition, where each partition's segment took its own);
-    /// 0 writes each append's segment before answering.
+    /// 0 writes each append's segment before answering. Default 10 ms. A
+    /// run of acks=1 appends of 128 KiB or more writes its segment at once.
     pub write_behind_ms: u64,
     /// Size of each shard journal file (`storage::journal`): durable
     /// appends are made durable there, one write and one sync per loop turn
@@ -123,7 +124,7 @@ pub struct ServeConfig {
     /// direct I/O: with write-behind, an acks=1 answer then waits for a
     /// copy into the kernel (which survives the broker's crash, as Kafka's
     /// acks=1 does), not for the device; acks=all still waits for the
-    /// journal's fdatasync.
+    /// journal's fdatasync. On by default.
     pub journal_page_cache: bool,
     /// Microseconds a shard with nothing to do polls its rings before it
     /// parks (glommio's `spin_before_park`); 0 parks at once. A parked
@@ -190,7 +191,7 @@ impl Default for ServeConfig {
             zero_ahead_bytes: crate::limits::ZERO_AHEAD_BYTES_DEFAULT,
             write_behind_ms: crate::limits::WRITE_BEHIND_MS_DEFAULT,
             journal_file_bytes: crate::limits::JOURNAL_FILE_BYTES_DEFAULT,
-            journal_page_cache: false,
+            journal_page_cache: true,
             spin_before_park_us: 0,
             memory: None,
             segment_files_idle_close_ms: 30_000,

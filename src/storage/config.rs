@@ -55,7 +55,9 @@ impl Default for LogConfig {
             index_interval_bytes: limits::INDEX_INTERVAL_BYTES_DEFAULT,
             preallocate_step_bytes: limits::PREALLOCATE_STEP_BYTES_DEFAULT,
             zero_ahead_bytes: limits::ZERO_AHEAD_BYTES_DEFAULT,
-            write_behind_ms: limits::WRITE_BEHIND_MS_DEFAULT,
+            // A log on its own writes each append's segment; the broker
+            // sets write-behind from its own config (`ServeConfig`).
+            write_behind_ms: 0,
             max_batch_bytes: limits::BATCH_BYTES_DEFAULT,
             cache_bytes: limits::BATCH_CACHE_BYTES_DEFAULT,
             compacted: false,
