@@ -37,6 +37,11 @@ use crate::{
 
 /// Bytes waiting for the segment that start a write at once.
 pub(super) const BEHIND_BYTES: u64 = 128 << 10;
+/// What the staged bytes' buffer keeps once they are written: a partition
+/// that once staged a burst does not hold its size for good (staged bytes
+/// are in no memory budget beyond a partition's share,
+/// `server::memory::PARTITION_STATE_BYTES`).
+const TAIL_KEPT_BYTES: usize = 8 << 10;
 /// How long a failed background segment write waits to be tried again.
 const RETRY: Duration = Duration::from_millis(100);
 
@@ -316,7 +321,16 @@ impl Behind {
         while st.ends.front().is_some_and(|e| e.0 <= end) {
             st.ends.pop_front();
         }
+        if st.ends.is_empty() {
+            st.tail.shrink_to(TAIL_KEPT_BYTES);
+        }
         self.writes.set(self.writes.get() + 1);
+    }
+
+    /// Bytes the staged bytes' buffer holds on to.
+    #[cfg(test)]
+    pub(super) fn tail_capacity(&self) -> usize {
+        self.state.borrow().tail.capacity()
     }
 
     /// Waits out a segment write in flight (the log is halting).

@@ -266,6 +266,25 @@ fn segment_writes_follow_in_the_background_fewer_than_the_appends() {
 }
 
 #[test]
+fn a_partition_that_staged_a_burst_keeps_little_once_it_is_written() {
+    run(|| async {
+        let dir = tempdir();
+        let data = dir.path().to_path_buf();
+        let (log, _journal) = open_with(&data, 0, &[], behind(5)).await;
+        let value = "b".repeat(16 << 10);
+        let mut most = 0;
+        for i in 0..24 {
+            log.append(one_record(&format!("{i}-{value}")), Durability::Written).await.unwrap();
+            most = most.max(log.behind.tail_capacity());
+        }
+        assert!(most >= 64 << 10, "{most} bytes staged at most");
+        glommio::timer::sleep(std::time::Duration::from_millis(100)).await;
+        assert!(log.stats().segment_writes.get() >= 1);
+        assert!(log.behind.tail_capacity() <= 8 << 10, "{} bytes kept", log.behind.tail_capacity());
+    });
+}
+
+#[test]
 fn a_read_of_bytes_not_yet_in_the_segment_waits_for_their_write() {
     run(|| async {
         let dir = tempdir();
