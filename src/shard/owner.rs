@@ -569,8 +569,7 @@ impl Shard {
         // The coordinators' own topics write each record at once: they are
         // small and few, and tools beside a running broker (`offsets dump`)
         // read them straight from the segments.
-        let internal = topic == crate::groups::OFFSETS_TOPIC || topic == crate::txn::TXN_TOPIC;
-        config.write_behind_ms = if internal { 0 } else { self.settings.write_behind_ms };
+        config.write_behind_ms = if meta.internal { 0 } else { self.settings.write_behind_ms };
         config.leader_epoch = config.leader_epoch.max(meta.epoch_of(partition));
         // A replicated partition's log may be cut back to its leader's
         // (`replica_files::truncate_dir`), which the shard journal's copies
