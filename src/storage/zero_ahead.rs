@@ -104,15 +104,30 @@ impl ZeroAhead {
         Ok(())
     }
 
+    /// Reserves blocks through `end`, and ahead of it (`reserve_target`).
+    /// When the disk cannot hold the blocks ahead, it reserves only what
+    /// the write needs: the reservation ahead is a speed-up, and a nearly
+    /// full disk that still has room for the data must take it (a partition
+    /// would otherwise refuse every append until a whole step is free).
     async fn reserve(&self, end: u64, step: u64, name: &PartitionName) -> Result<(), StorageError> {
-        if end > self.allocated.get() {
-            let target = reserve_target(end, step);
-            self.file
-                .preallocate(target)
-                .await
-                .map_err(|e| StorageError::from_io(name, self.file.path(), "preallocate", e))?;
-            self.allocated.set(target);
+        if end <= self.allocated.get() {
+            return Ok(());
         }
+        let target = reserve_target(end, step);
+        let needed = end.div_ceil(DMA_ALIGNMENT) * DMA_ALIGNMENT;
+        let reserved = match self.file.preallocate(target).await {
+            Ok(()) => Ok(target),
+            Err(e) if target > needed => {
+                log::debug!(
+                    "partition {name}: reserving {target} bytes of {} failed ({e}); reserving {needed}",
+                    self.file.path().display()
+                );
+                self.file.preallocate(needed).await.map(|()| needed)
+            }
+            Err(e) => Err(e),
+        }
+        .map_err(|e| StorageError::from_io(name, self.file.path(), "preallocate", e))?;
+        self.allocated.set(reserved);
         Ok(())
     }
 
