@@ -17,7 +17,16 @@
 # An arm is NAME=SERVE-FLAGS (flags split on spaces; empty for the
 # defaults); leading VAR=VALUE words are set in the broker's environment
 # only, e.g. "one-arena=MALLOC_ARENA_MAX=1". The summary (perf/broker_ab.py)
-# gives A ÷ B per workload.
+# gives A ÷ B per workload. The leading word SERVE_BIN=PATH runs that arm's
+# broker from another build (the generator stays this build's), e.g. the
+# commit before a change:
+#
+#   ARM_A="new=" ARM_B="old=SERVE_BIN=/tmp/shardlog-old" SEGMENT_BYTES=8388608 \
+#       RETENTION_BYTES=33554432 KIND=roll-ab perf/broker-ab.sh
+#
+# SEGMENT_BYTES and RETENTION_BYTES (per partition; 64 MiB and 256 MiB by
+# default) set the topics' segment.bytes and retention.bytes: small ones
+# make the partitions roll, and retention delete, within a run.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 DURATION="${DURATION:-10s}"
@@ -29,7 +38,7 @@ WORKLOADS="${WORKLOADS:-produce:1:5000 produce:1:50000 produce:all:50000 e2e:1:5
 perf_setup "${KIND:-broker-ab}"
 "$BIN" iotune --dir "$DATA/iotune" --core "$BROKER_CORE" --duration "${IOTUNE_DURATION:-10s}" \
     --output "$OUT/io-properties.toml" >"$OUT/iotune.txt" 2>&1
-printf 'arm A: %s\narm B: %s\n' "$ARM_A" "$ARM_B" >"$OUT/arms.txt"
+printf 'arm A: %s\narm B: %s\nsegment.bytes=%s retention.bytes=%s\n' "$ARM_A" "$ARM_B" "${SEGMENT_BYTES:-67108864}" "${RETENTION_BYTES:-268435456}" >"$OUT/arms.txt"
 
 res_ipis() { # the broker core's count of rescheduling interrupts so far
     awk -v col=$((BROKER_CORE + 2)) '$1 == "RES:" { print $col }' /proc/interrupts
@@ -47,8 +56,8 @@ workloads() { # arm, port, rep
         ipis=$(res_ipis) ticks=$(cpu_ticks) started=$(date +%s%3N)
         "$BIN" bench "$mode" --bootstrap "127.0.0.1:$port" --topic "$mode-acks$acks" --partitions 16 \
             --record-size 1024 --rate "$rate" --acks "$acks" --cores "$CLIENT_CORE" --duration "$DURATION" \
-            --warmup "$WARMUP" --topic-config retention.bytes=268435456 --topic-config segment.bytes=67108864 \
-            --output "$OUT" --name "$name" >"$OUT/$name.txt" 2>&1 || echo "run $name failed: see $OUT/$name.txt" >&2
+            --warmup "$WARMUP" --topic-config "retention.bytes=${RETENTION_BYTES:-268435456}" \
+            --topic-config "segment.bytes=${SEGMENT_BYTES:-67108864}" --output "$OUT" --name "$name" >"$OUT/$name.txt" 2>&1 || echo "run $name failed: see $OUT/$name.txt" >&2
         echo "$(($(date +%s%3N) - started)) $(($(res_ipis) - ipis)) $(($(cpu_ticks) - ticks)) $(getconf CLK_TCK)" \
             >"$OUT/ipis-$name.txt"
         [ "$arm" = floor ] || curl -s "http://127.0.0.1:$METRICS_PORT/metrics" >"$OUT/metrics-$name.txt"

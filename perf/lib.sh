@@ -35,7 +35,7 @@ binary_commit() {
 broker_start() {
     local log=$1 tries=0
     shift
-    "$BIN" serve "$@" >"$log" 2>&1 &
+    "${SERVE_BIN:-$BIN}" serve "$@" >"$log" 2>&1 &
     BROKER_PID=$!
     trap 'broker_stop KILL' EXIT
     until grep -q "listening on" "$log"; do

@@ -7,6 +7,7 @@
 
 mod authenticate;
 pub mod authz;
+mod blocking_pool;
 pub mod config;
 pub mod connection;
 pub mod descriptors;
@@ -285,13 +286,16 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
     let ready = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let replay = read_journals(&config.data_dir)?;
     let mut handles = Vec::new();
+    let process_cpus = blocking_pool::process_cpus();
     for (index, &cpu) in cpus.iter().enumerate() {
         let (mesh, table, settings, stop, ready, acls, replay) =
             (mesh.clone(), table.clone(), settings.clone(), stop.clone(), ready.clone(), acls.clone(), replay.clone());
         let (listeners, tls) = (listeners.clone(), tls.clone());
         let metrics = if index == 0 { metrics.take() } else { None };
         let replica = replica.next();
-        let mut builder = LocalExecutorBuilder::new(Placement::Fixed(cpu)).name(&format!("shard-{index}"));
+        let mut builder = LocalExecutorBuilder::new(Placement::Fixed(cpu))
+            .name(&format!("shard-{index}"))
+            .blocking_thread_pool_placement(blocking_pool::placement(&process_cpus, cpu));
         if config.spin_before_park_us > 0 {
             builder = builder.spin_before_park(Duration::from_micros(config.spin_before_park_us));
         }

@@ -352,7 +352,11 @@ fn read_direct(file: &std::fs::File, pos: u64, len: usize) -> io::Result<Bytes> 
 /// which are written at roll and shutdown, off the append path.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
     use std::io::Write;
-    let tmp = path.with_extension("tmp");
+    // The whole name and ".tmp" (a segment's index files must not share
+    // one temporary: the blocking pool may write both at once).
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
     let mut file = std::fs::File::create(&tmp)?;
     file.write_all(bytes)?;
     file.sync_data()?;

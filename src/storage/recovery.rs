@@ -295,15 +295,36 @@ pub async fn create_segment(
     faults: &Faults,
     now_ms: i64,
 ) -> Result<Segment, StorageError> {
+    let seg = create_segment_unsynced(dir, base, name, config, faults, now_ms).await?;
+    sync_segment_dir(dir.to_path_buf(), name.clone()).await?;
+    Ok(seg)
+}
+
+/// Syncs the directory of a partition, so a segment created in it stays
+/// after a power loss (on glommio's blocking pool).
+pub async fn sync_segment_dir(dir: PathBuf, name: PartitionName) -> Result<(), StorageError> {
+    let synced = dir.clone();
+    glommio::executor()
+        .spawn_blocking(move || file::sync_dir(&synced))
+        .await
+        .map_err(|e| StorageError::from_io(&name, &dir, "sync directory", e))
+}
+
+/// [`create_segment`] without the directory sync: the caller sees to it
+/// before anything in the segment is vouched durable (a roll, see
+/// `log::seal`).
+pub async fn create_segment_unsynced(
+    dir: &Path,
+    base: i64,
+    name: &PartitionName,
+    config: &LogConfig,
+    faults: &Faults,
+    now_ms: i64,
+) -> Result<Segment, StorageError> {
     let path = segment::segment_path(dir, base, segment::LOG_SUFFIX);
     let file = SegmentFile::create(&path, faults.clone())
         .await
         .map_err(|e| StorageError::from_io(name, &path, "create", e))?;
-    let dir_owned = dir.to_path_buf();
-    glommio::executor()
-        .spawn_blocking(move || file::sync_dir(&dir_owned))
-        .await
-        .map_err(|e| StorageError::from_io(name, dir, "sync directory", e))?;
     let file = Rc::new(file);
     Ok(Segment {
         base_offset: base,

@@ -51,6 +51,23 @@ impl PartitionLog {
         self.sync_active().await
     }
 
+    /// Waits for the directory sync of the last roll, if one is pending;
+    /// the caller holds the sync permit. A failed one refuses writes, as a
+    /// failed fdatasync does: the segment's name may not be on the disk.
+    async fn await_dir_sync(&self) -> Result<(), StorageError> {
+        let pending = self.dir_sync.borrow_mut().take();
+        let Some(job) = pending else { return Ok(()) };
+        match job.await {
+            Some(Err(e)) => {
+                self.state.borrow_mut().failed = true;
+                log::error!("{e}; refusing writes");
+                Err(e)
+            }
+            // Done, or dropped with the shard's executor.
+            Some(Ok(())) | None => Ok(()),
+        }
+    }
+
     /// Syncs the active segment now, whatever was synced before.
     pub(super) async fn force_sync(&self) -> Result<(), StorageError> {
         let _permit = self.sync_permit.acquire_permit(1).await.expect("sync permit: never closed");
@@ -64,6 +81,7 @@ impl PartitionLog {
             return Err(StorageError::WritesRefused { partition: self.name.clone() });
         }
         self.behind.flush().await?;
+        self.await_dir_sync().await?;
         let (file, upto) = {
             let st = self.state.borrow();
             // Written and committed: a direct write's run is committed just

@@ -105,6 +105,7 @@ impl PartitionLog {
             sync_permit: Semaphore::new(1),
             clean_permit: Semaphore::new(1),
             sealing: RefCell::new(None),
+            dir_sync: RefCell::new(None),
             halted,
             cleaned_up_to: Cell::new(None),
             leader_epoch: Cell::new(leader_epoch),

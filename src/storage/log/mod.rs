@@ -51,6 +51,8 @@ mod replica;
 #[cfg(test)]
 mod replica_tests;
 mod retention;
+#[cfg(test)]
+mod roll_tests;
 mod seal;
 mod state;
 #[cfg(test)]

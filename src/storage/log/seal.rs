@@ -48,17 +48,23 @@ impl PartitionLog {
     /// caller holds the write permit. Only what the next append needs is
     /// done here: the sync of the sealed segment (everything before the new
     /// one must be durable before anything in it is acknowledged) and the
-    /// new file with its directory entry synced. Trimming the sealed file,
-    /// its index files and the checkpoint follow in the background
-    /// ([`SealWork`]): until they land, recovery rebuilds missing indices
-    /// and validates from the previous checkpoint, as after any crash.
+    /// new file. Its directory entry is synced in the background
+    /// (`dir_sync`), and the first sync of the new segment waits for that:
+    /// a directory sync queues on the shard's blocking pool behind every
+    /// other partition's roll work, and at a steady rate the partitions
+    /// roll together. Trimming the sealed file, its index files and the
+    /// checkpoint follow in the background too ([`SealWork`]): until they
+    /// land, recovery rebuilds missing indices and validates from the
+    /// previous checkpoint, as after any crash.
     pub(super) async fn roll(&self) -> Result<(), StorageError> {
         self.segment_sync_through(self.log_end()).await?;
         let sealed = self.seal_work();
         let base = self.state.borrow().next_offset;
+        let now = self.clock.now_ms();
         let seg =
-            recovery::create_segment(&self.dir, base, &self.name, &self.config, &self.faults, self.clock.now_ms())
-                .await?;
+            recovery::create_segment_unsynced(&self.dir, base, &self.name, &self.config, &self.faults, now).await?;
+        let dir_sync = background::spawn(recovery::sync_segment_dir(self.dir.clone(), self.name.clone()));
+        *self.dir_sync.borrow_mut() = Some(dir_sync);
         self.behind.restart(BehindTarget { file: seg.file.clone(), ahead: seg.ahead.clone() }, base);
         let checkpoint = {
             let mut st = self.state.borrow_mut();

@@ -162,6 +162,9 @@ pub struct PartitionLog {
     /// The last roll's background work (see `seal::SealWork`); each roll's
     /// work waits for the one before, so checkpoints land in order.
     pub(super) sealing: RefCell<Option<glommio::task::JoinHandle<()>>>,
+    /// The directory sync that makes the last roll's new segment stay after
+    /// a power loss; the segment's first sync waits for it (`group_commit`).
+    pub(super) dir_sync: RefCell<Option<glommio::task::JoinHandle<Result<(), StorageError>>>>,
     /// Set when the log is dropped without a close, or halted: the
     /// background work of its rolls stops at its next step.
     pub(super) halted: Rc<Cell<bool>>,
