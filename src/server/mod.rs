@@ -293,13 +293,7 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
         let (listeners, tls) = (listeners.clone(), tls.clone());
         let metrics = if index == 0 { metrics.take() } else { None };
         let replica = replica.next();
-        let mut builder = LocalExecutorBuilder::new(Placement::Fixed(cpu))
-            .name(&format!("shard-{index}"))
-            .blocking_thread_pool_placement(blocking_pool::placement(&process_cpus, cpu));
-        if config.spin_before_park_us > 0 {
-            builder = builder.spin_before_park(Duration::from_micros(config.spin_before_park_us));
-        }
-        let handle = builder
+        let handle = shard_executor(index, cpu, &process_cpus, config.spin_before_park_us)
             .spawn(move || async move {
                 let start = ShardStart { mesh, table, settings, listeners, tls, stop, ready };
                 run_shard(start, ShardExtras { maintenance_every, metrics, replica, acls, replay }).await
@@ -325,6 +319,19 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
     // The journals' bytes are in their partitions now.
     drop(replay);
     wait_for_shards(handles, reload, controller.as_ref(), config.node_id)
+}
+
+/// The executor of shard `index`, pinned to `cpu`, its blocking threads
+/// over `process_cpus` (`blocking_pool`).
+fn shard_executor(index: usize, cpu: usize, process_cpus: &[usize], spin_before_park_us: u64) -> LocalExecutorBuilder {
+    let builder = LocalExecutorBuilder::new(Placement::Fixed(cpu))
+        .name(&format!("shard-{index}"))
+        .blocking_thread_pool_placement(blocking_pool::placement(process_cpus, cpu));
+    if spin_before_park_us > 0 {
+        builder.spin_before_park(Duration::from_micros(spin_before_park_us))
+    } else {
+        builder
+    }
 }
 
 /// Waits for every shard to finish, then for the quorum to fence this
