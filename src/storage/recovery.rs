@@ -175,6 +175,7 @@ pub async fn recover(
     }
     if segments.is_empty() {
         segments.push(create_segment(dir, 0, name, config, faults, now_ms).await?);
+        sync_segment_dir(dir.to_path_buf(), name.clone()).await?;
     }
     report.segments = segments.len();
     Ok((segments, report))
@@ -285,21 +286,6 @@ fn remove_segment_files(dir: &Path, base: i64, name: &PartitionName) -> Result<C
     Ok(Cut { file: path, position: 0, bytes, reason: "follows a cut segment".to_string() })
 }
 
-/// Creates an empty segment file and makes its directory entry durable, so an
-/// fdatasync of the file is enough to keep data written into it.
-pub async fn create_segment(
-    dir: &Path,
-    base: i64,
-    name: &PartitionName,
-    config: &LogConfig,
-    faults: &Faults,
-    now_ms: i64,
-) -> Result<Segment, StorageError> {
-    let seg = create_segment_unsynced(dir, base, name, config, faults, now_ms).await?;
-    sync_segment_dir(dir.to_path_buf(), name.clone()).await?;
-    Ok(seg)
-}
-
 /// Syncs the directory of a partition, so a segment created in it stays
 /// after a power loss (on glommio's blocking pool).
 pub async fn sync_segment_dir(dir: PathBuf, name: PartitionName) -> Result<(), StorageError> {
@@ -310,10 +296,11 @@ pub async fn sync_segment_dir(dir: PathBuf, name: PartitionName) -> Result<(), S
         .map_err(|e| StorageError::from_io(&name, &dir, "sync directory", e))
 }
 
-/// [`create_segment`] without the directory sync: the caller sees to it
-/// before anything in the segment is vouched durable (a roll, see
-/// `log::seal`).
-pub async fn create_segment_unsynced(
+/// Creates an empty segment file. Its directory entry is not synced here:
+/// the caller syncs the directory ([`sync_segment_dir`]) before anything in
+/// the segment is vouched durable (at once when a log opens empty; in the
+/// background after a roll, see `log::seal`).
+pub async fn create_segment(
     dir: &Path,
     base: i64,
     name: &PartitionName,

@@ -61,8 +61,7 @@ impl PartitionLog {
         let sealed = self.seal_work();
         let base = self.state.borrow().next_offset;
         let now = self.clock.now_ms();
-        let seg =
-            recovery::create_segment_unsynced(&self.dir, base, &self.name, &self.config, &self.faults, now).await?;
+        let seg = recovery::create_segment(&self.dir, base, &self.name, &self.config, &self.faults, now).await?;
         let dir_sync = background::spawn(recovery::sync_segment_dir(self.dir.clone(), self.name.clone()));
         *self.dir_sync.borrow_mut() = Some(dir_sync);
         self.behind.restart(BehindTarget { file: seg.file.clone(), ahead: seg.ahead.clone() }, base);
