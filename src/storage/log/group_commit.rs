@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use super::state::{bump, PartitionLog};
-use crate::storage::error::StorageError;
+use crate::storage::{error::StorageError, recovery};
 
 impl PartitionLog {
     /// Returns once every offset below `target` is durable: in the shard
@@ -52,20 +52,22 @@ impl PartitionLog {
     }
 
     /// Waits for the directory sync of the last roll, if one is pending;
-    /// the caller holds the sync permit. A failed one refuses writes, as a
-    /// failed fdatasync does: the segment's name may not be on the disk.
+    /// the caller holds the sync permit. A background sync that never
+    /// finished (its task was dropped) is done here instead. A failed one
+    /// refuses writes, as a failed fdatasync does: the segment's name may
+    /// not be on the disk.
     async fn await_dir_sync(&self) -> Result<(), StorageError> {
         let pending = self.dir_sync.borrow_mut().take();
         let Some(job) = pending else { return Ok(()) };
-        match job.await {
-            Some(Err(e)) => {
-                self.state.borrow_mut().failed = true;
-                log::error!("{e}; refusing writes");
-                Err(e)
-            }
-            // Done, or dropped with the shard's executor.
-            Some(Ok(())) | None => Ok(()),
+        let synced = match job.await {
+            Some(synced) => synced,
+            None => recovery::sync_segment_dir(self.dir.clone(), self.name.clone()).await,
+        };
+        if let Err(e) = &synced {
+            self.state.borrow_mut().failed = true;
+            log::error!("{e}; refusing writes");
         }
+        synced
     }
 
     /// Syncs the active segment now, whatever was synced before.
