@@ -45,7 +45,7 @@ const FRAME_BYTES_MIN: usize = 8;
 /// response writer, which run as two tasks on the same shard. Each poll
 /// borrows it briefly; no borrow outlives a poll.
 #[derive(Clone)]
-struct SharedStream(Rc<RefCell<Transport>>);
+pub(super) struct SharedStream(Rc<RefCell<Transport>>);
 
 impl futures_lite::AsyncRead for SharedStream {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<std::io::Result<usize>> {
@@ -68,16 +68,16 @@ impl futures_lite::AsyncWrite for SharedStream {
 /// What the reader hands the writer, in request order. The permits hold
 /// the request's bytes against the connection's and the shard's in-flight
 /// budgets until its response is written.
-enum Next {
+pub(super) enum Next {
     Response(Pending, [StaticPermit; 2]),
     Close(String),
 }
 
 /// A request being handled: its handler task and its stage laps.
-struct Pending {
-    task: glommio::task::JoinHandle<Result<Option<Vec<Chunk>>, String>>,
-    api_key: i16,
-    trace: Rc<RequestTrace>,
+pub(super) struct Pending {
+    pub(super) task: glommio::task::JoinHandle<Result<Option<Vec<Chunk>>, String>>,
+    pub(super) api_key: i16,
+    pub(super) trace: Rc<RequestTrace>,
 }
 
 /// Counts a connection for `max_connections` while it lives.
@@ -127,39 +127,7 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, door: Rc<Door>) {
     let stream = SharedStream(Rc::new(RefCell::new(transport)));
     let (tx, rx) = glommio::channels::local_channel::new_bounded::<Next>(limits::REQUESTS_IN_FLIGHT_MAX);
     let reader = glommio::spawn_local(read_frames(shard.clone(), stream.clone(), tx, session.clone())).detach();
-    let mut writer = stream;
-    while let Some(next) = rx.recv().await {
-        let (outcome, _permits, traced) = match next {
-            Next::Response(pending, permits) => {
-                let outcome = pending.task.await.unwrap_or_else(|| Err("request handler was cancelled".into()));
-                pending.trace.lap(Stage::ResponseWait);
-                (outcome, Some(permits), Some((pending.api_key, pending.trace)))
-            }
-            Next::Close(reason) => (Err(reason), None, None),
-        };
-        match outcome {
-            Ok(Some(response)) => {
-                let written = if encrypted {
-                    crate::server::tls::stream::write_chunks(&mut writer, response).await
-                } else {
-                    crate::server::send::write_all(fd, &mut writer, response).await
-                };
-                if let Err(e) = written {
-                    log::debug!("connection from {peer}: write failed: {e}");
-                    break;
-                }
-                if let Some((api_key, trace)) = traced {
-                    trace.lap(Stage::SocketWrite);
-                    shard.metrics.request_stages(api_key, &trace);
-                }
-            }
-            Ok(None) => {}
-            Err(reason) => {
-                log::warn!("closing connection from {peer}: {reason}");
-                break;
-            }
-        }
-    }
+    crate::server::response_writer::write_responses(&shard, &rx, fd, stream, encrypted, &peer).await;
     reader.cancel();
     // A follower's connection gone: if its process is gone too, the quorum
     // takes it out of the in-sync replicas now rather than after its

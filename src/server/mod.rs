@@ -18,6 +18,7 @@ mod io_workers;
 pub mod listeners;
 pub mod memory;
 mod replica_ports;
+mod response_writer;
 mod send;
 pub mod tls;
 
