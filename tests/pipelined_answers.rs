@@ -14,20 +14,6 @@ use kafka_protocol::messages::*;
 
 const PARTITIONS: i32 = 4;
 
-fn produce_request(topic: &str, partition: i32, batch: Bytes, acks: i16) -> ProduceRequest {
-    let mut pd = produce_request::PartitionProduceData::default();
-    pd.index = partition;
-    pd.records = Some(batch);
-    let mut td = produce_request::TopicProduceData::default();
-    td.name = topic_name(topic);
-    td.partition_data.push(pd);
-    let mut req = ProduceRequest::default();
-    req.acks = acks;
-    req.timeout_ms = 10_000;
-    req.topic_data.push(td);
-    req
-}
-
 /// What one pipelined request expects back.
 enum Expect {
     /// Partition, and the offset its batch must start at.

@@ -122,6 +122,15 @@ pub fn produce_as(
     batch: Bytes,
     acks: i16,
 ) -> (i16, i64) {
+    let mut req = produce_request(topic, partition, batch, acks);
+    req.transactional_id = transactional_id.map(|t| TransactionalId(StrBytes::from_string(t.into())));
+    let resp: ProduceResponse = w.call(ApiKey::Produce, 9, &req);
+    let p = &resp.responses[0].partition_responses[0];
+    (p.error_code, p.base_offset)
+}
+
+/// A Produce request of one batch to one partition, with a 10 s timeout.
+pub fn produce_request(topic: &str, partition: i32, batch: Bytes, acks: i16) -> ProduceRequest {
     let mut pd = produce_request::PartitionProduceData::default();
     pd.index = partition;
     pd.records = Some(batch);
@@ -129,13 +138,10 @@ pub fn produce_as(
     td.name = topic_name(topic);
     td.partition_data.push(pd);
     let mut req = ProduceRequest::default();
-    req.transactional_id = transactional_id.map(|t| TransactionalId(StrBytes::from_string(t.into())));
     req.acks = acks;
     req.timeout_ms = 10_000;
     req.topic_data.push(td);
-    let resp: ProduceResponse = w.call(ApiKey::Produce, 9, &req);
-    let p = &resp.responses[0].partition_responses[0];
-    (p.error_code, p.base_offset)
+    req
 }
 
 pub fn fetch_request(topic: &str, partitions: &[(i32, i64)], max_wait_ms: i32, min_bytes: i32) -> FetchRequest {
