@@ -8,7 +8,8 @@
 //! 50k msg/s of 1 KiB records that was a tenth of the shard's CPU. Here the
 //! writer awaits the oldest answer, then takes every answer queued behind
 //! it whose handler has finished, up to the first that has not, and hands
-//! them to one write.
+//! them to one write: at most the `REQUESTS_IN_FLIGHT_MAX` (16) a
+//! connection may have outstanding.
 
 use std::rc::Rc;
 
@@ -16,14 +17,12 @@ use futures_lite::future::poll_once;
 use glommio::{channels::local_channel::LocalReceiver, sync::StaticPermit};
 
 use crate::{
+    limits,
     metrics::stages::{RequestTrace, Stage},
     server::connection::{Next, Pending, SharedStream},
     shard::Shard,
     storage::Chunk,
 };
-
-/// Most answers one write takes.
-const ANSWERS_PER_WRITE_MAX: usize = 64;
 
 /// One write's worth of answers, in request order.
 #[derive(Default)]
@@ -63,7 +62,7 @@ pub(super) async fn write_responses(
         };
         let mut gathered = Gathered::default();
         gather(first, true, &mut gathered).await;
-        while gathered.close.is_none() && gathered.answered.len() < ANSWERS_PER_WRITE_MAX {
+        while gathered.close.is_none() && gathered.answered.len() < limits::REQUESTS_IN_FLIGHT_MAX {
             let Some(Some(next)) = poll_once(rx.recv()).await else { break };
             if let Some(unfinished) = gather(next, false, &mut gathered).await {
                 held = Some(unfinished);
