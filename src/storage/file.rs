@@ -216,10 +216,10 @@ impl SegmentFile {
     /// journal with `journal_page_cache`; never a segment): done once the
     /// kernel holds a copy. `fdatasync` makes it durable like any write.
     ///
-    /// The `pwrite` runs on the shard's page-cache writer thread (see
-    /// `storage::page_cache_writer`): on the shard's thread it blocked the
-    /// shard for ms under writeback, and io_uring hands an ext4 buffered
-    /// write to its io workers, which run on the shard's core.
+    /// A plain `pwrite` on the shard's thread, moved to the shard's
+    /// page-cache writer thread for a while after one was slow (see
+    /// `storage::page_cache_writer`); not through io_uring, which hands an
+    /// ext4 buffered write to its io workers on the shard's core.
     pub async fn write_cached_at(&self, buf: Vec<u8>, pos: u64) -> io::Result<()> {
         use std::os::fd::AsRawFd;
         if let Some(err) = self.faults.take_write() {
