@@ -12,6 +12,7 @@ use std::{
 };
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
+use futures_lite::AsyncReadExt;
 use glommio::{net::TcpStream, sync::StaticPermit};
 use kafka_protocol::{
     messages::*,
@@ -27,7 +28,6 @@ use crate::{
     server::{
         authenticate::{self, Gate},
         authz,
-        frame_reader::FrameReader,
         handlers::{self, api_versions},
         tls::{
             stream::{TlsStream, Transport},
@@ -172,10 +172,9 @@ async fn read_frames(
     let peer = session.peer.clone();
     let budget = Rc::new(glommio::sync::Semaphore::new(shard.settings.max_inflight_bytes_per_connection as u64));
     let mut sasl = SaslExchange::new();
-    let mut reader = FrameReader::new();
     loop {
         let mut len = [0u8; 4];
-        if reader.read_exact(&mut stream, &mut len).await.is_err() {
+        if stream.read_exact(&mut len).await.is_err() {
             break; // closed by the client
         }
         // The request's clock starts here (see `metrics::stages`).
@@ -205,13 +204,12 @@ async fn read_frames(
         let Ok(shared) = shard.inflight_bytes.acquire_static_permit((size as u64).min(shard_budget)).await else {
             break;
         };
-        let frame = match reader.frame(&mut stream, size as usize).await {
-            Ok(frame) => frame,
-            Err(e) => {
-                log::debug!("connection from {peer}: closed mid-request: {e}");
-                break;
-            }
-        };
+        let mut frame = BytesMut::zeroed(size as usize);
+        if let Err(e) = stream.read_exact(&mut frame).await {
+            log::debug!("connection from {peer}: closed mid-request: {e}");
+            break;
+        }
+        let frame = frame.freeze();
         if let Gate::Answer { response, close } = authenticate::gate(&shard, &session, &mut sasl, &frame).await {
             if let Some(response) = response {
                 let task = glommio::spawn_local(async move { Ok(Some(vec![Chunk::Memory(response)])) }).detach();

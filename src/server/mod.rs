@@ -13,7 +13,6 @@ pub mod connection;
 pub mod descriptors;
 pub mod fetch_encode;
 pub mod fetch_sessions;
-mod frame_reader;
 pub mod handlers;
 mod io_workers;
 pub mod listeners;
