@@ -584,12 +584,13 @@ impl Shard {
     }
 
     /// Leader, acks=all: waits until the in-sync replicas hold everything
-    /// below `end`.
+    /// below `end`. If the set shrank below `min.insync.replicas` since the
+    /// append, the answer is NOT_ENOUGH_REPLICAS_AFTER_APPEND, as in Kafka.
     pub(super) async fn wait_replicated(p: &Partition, end: i64) -> Result<(), (ErrorCode, String)> {
         let deadline = Instant::now() + REPLICATION_WAIT_MAX;
         loop {
             if p.high_watermark() >= end {
-                return Ok(());
+                return Self::enough_replicas(p).map_err(|(_, m)| (errors::NOT_ENOUGH_REPLICAS_AFTER_APPEND, m));
             }
             if !p.replica.borrow().leading {
                 return Err((

@@ -83,7 +83,12 @@ pub fn metadata(broker: &Broker, topics: Option<&[&str]>, create: bool) -> Metad
 
 /// `metadata` from the broker listening at `addr`.
 pub fn metadata_at(addr: &str, topics: Option<&[&str]>, create: bool) -> MetadataResponse {
-    let mut wire = Wire::connect(addr);
+    try_metadata_at(addr, topics, create).unwrap_or_else(|e| panic!("Metadata from {addr}: {e}"))
+}
+
+/// `metadata_at`, with a refused or broken connection returned: a broker
+/// that is starting or was just killed is waited for, not failed on.
+pub fn try_metadata_at(addr: &str, topics: Option<&[&str]>, create: bool) -> std::io::Result<MetadataResponse> {
     let mut request = MetadataRequest::default();
     request.topics = topics.map(|ts| {
         ts.iter()
@@ -95,7 +100,7 @@ pub fn metadata_at(addr: &str, topics: Option<&[&str]>, create: bool) -> Metadat
             .collect()
     });
     request.allow_auto_topic_creation = create;
-    wire.call(ApiKey::Metadata, 12, &request)
+    Wire::try_once(addr, ApiKey::Metadata, 12, &request)
 }
 
 /// Each partition's leader as `broker` tells it, or the topic's error.
@@ -154,11 +159,14 @@ pub fn wait_for_brokers(brokers: &[(i32, Broker)], ids: &[i32]) {
 pub fn wait_for_brokers_at(addrs: &[String], ids: &[i32]) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let listed: Vec<Vec<i32>> = addrs
+        let listed: Vec<Result<Vec<i32>, String>> = addrs
             .iter()
-            .map(|a| metadata_at(a, Some(&[]), false).brokers.iter().map(|x| x.node_id.0).collect())
+            .map(|a| match try_metadata_at(a, Some(&[]), false) {
+                Ok(m) => Ok(m.brokers.iter().map(|x| x.node_id.0).collect()),
+                Err(e) => Err(format!("{a}: {e}")),
+            })
             .collect();
-        if listed.iter().all(|l| l == ids) {
+        if listed.iter().all(|l| l.as_deref() == Ok(ids)) {
             return;
         }
         assert!(Instant::now() < deadline, "the brokers never listed {ids:?}: {listed:?}");
@@ -190,7 +198,13 @@ pub fn partitions(b: &Broker, topic: &str) -> Vec<(i32, Vec<i32>, Vec<i32>, i32)
 
 /// `partitions` from the broker listening at `addr`.
 pub fn partitions_at(addr: &str, topic: &str) -> Vec<(i32, Vec<i32>, Vec<i32>, i32)> {
-    let response = metadata_at(addr, Some(&[topic]), false);
+    try_partitions_at(addr, topic).unwrap_or_else(|e| panic!("Metadata of {topic} from {addr}: {e}"))
+}
+
+/// `partitions_at`, with a refused or broken connection returned.
+#[allow(clippy::type_complexity)]
+pub fn try_partitions_at(addr: &str, topic: &str) -> std::io::Result<Vec<(i32, Vec<i32>, Vec<i32>, i32)>> {
+    let response = try_metadata_at(addr, Some(&[topic]), false)?;
     let mut ps: Vec<_> = response.topics[0]
         .partitions
         .iter()
@@ -204,7 +218,7 @@ pub fn partitions_at(addr: &str, topic: &str) -> Vec<(i32, Vec<i32>, Vec<i32>, i
         })
         .collect();
     ps.sort();
-    ps.into_iter().map(|(_, p)| p).collect()
+    Ok(ps.into_iter().map(|(_, p)| p).collect())
 }
 
 /// Waits until `b` says `check` of every partition of `topic`.
@@ -226,11 +240,13 @@ pub fn wait_until_at(
 ) -> Vec<(i32, Vec<i32>, Vec<i32>, i32)> {
     let deadline = Instant::now() + Duration::from_secs(40);
     loop {
-        let seen = partitions_at(addr, topic);
-        if !seen.is_empty() && seen.iter().all(&check) {
-            return seen;
+        let seen = try_partitions_at(addr, topic);
+        if let Ok(seen) = &seen {
+            if !seen.is_empty() && seen.iter().all(&check) {
+                return seen.clone();
+            }
         }
-        assert!(Instant::now() < deadline, "{what}: never so; {topic} is {seen:?}");
+        assert!(Instant::now() < deadline, "{what}: never so; {topic} at {addr} is {seen:?}");
         std::thread::sleep(Duration::from_millis(100));
     }
 }

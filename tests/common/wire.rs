@@ -38,6 +38,23 @@ impl Wire {
         self.receive(key, version)
     }
 
+    /// `connect` then `call`, with a broken or refused connection returned
+    /// as an error: for waits on a broker that may be restarting.
+    pub fn try_once<Req: Encodable, Resp: Decodable>(
+        addr: &str,
+        key: ApiKey,
+        version: i16,
+        request: &Req,
+    ) -> std::io::Result<Resp> {
+        let stream = TcpStream::connect(addr)?;
+        stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+        stream.set_nodelay(true)?;
+        let mut wire = Self::from_stream(stream);
+        let failed = |e: shardlog::client::ClientError| std::io::Error::other(e.to_string());
+        write_request(&mut wire.stream, key, version, 1, Some("shardlog-test"), request).map_err(failed)?;
+        Ok(read_response(&mut wire.stream, key, version).map_err(failed)?.body)
+    }
+
     pub fn send<Req: Encodable>(&mut self, key: ApiKey, version: i16, request: &Req) {
         self.correlation += 1;
         write_request(&mut self.stream, key, version, self.correlation, Some("shardlog-test"), request)
