@@ -232,6 +232,10 @@ pub struct ServeArgs {
     /// Microseconds an idle shard polls before it parks (default 0).
     #[arg(long)]
     pub spin_before_park_us: Option<u64>,
+    /// CPUs the kernel's io workers (each shard's fdatasyncs) run on, e.g.
+    /// 2-3 (default: each shard's own core).
+    #[arg(long)]
+    pub io_workers_cpuset: Option<String>,
     /// Memory the broker may use, split over its shards, e.g. 2GiB or
     /// 512MiB (default: a quarter of the machine's). It covers requests in
     /// flight, partition state and the batch cache, which evicts to fit.
@@ -302,6 +306,9 @@ impl ServeArgs {
         }
         if let Some(v) = self.spin_before_park_us {
             c.spin_before_park_us = v;
+        }
+        if let Some(v) = self.io_workers_cpuset {
+            c.io_workers_cpuset = Some(v);
         }
         if let Some(v) = self.memory {
             c.memory = Some(v);

@@ -132,6 +132,12 @@ pub struct ServeConfig {
     /// on a guest); a spinning one sees the next request without that, but
     /// keeps its core from the kernel's io workers for the spin.
     pub spin_before_park_us: u64,
+    /// CPUs the kernel's io workers of each shard run on ("0-1,4"): they
+    /// run its fdatasyncs and the writeback those start. None leaves them
+    /// on the shard's own core, which they inherit; on a host with spare
+    /// cores, naming those keeps that work from preempting the shards
+    /// (`server::io_workers`).
+    pub io_workers_cpuset: Option<String>,
     /// Memory the broker may use, split over its shards: "2GiB", "512MiB"
     /// (see `server::memory`); a quarter of the machine's when absent.
     pub memory: Option<String>,
@@ -193,6 +199,7 @@ impl Default for ServeConfig {
             journal_file_bytes: crate::limits::JOURNAL_FILE_BYTES_DEFAULT,
             journal_page_cache: true,
             spin_before_park_us: 0,
+            io_workers_cpuset: None,
             memory: None,
             segment_files_idle_close_ms: 30_000,
             super_users: Vec::new(),
@@ -267,6 +274,22 @@ impl ServeConfig {
         super::memory::MemoryBudget::new(total, shards, self.max_inflight_request_bytes_per_shard.max(1) as u64)
     }
 
+    /// `io_workers_cpuset` parsed; empty when absent. It may not name a
+    /// shard's core (`shard_cpus`): the kernel narrows a worker's CPUs to
+    /// those its shard pinned itself to whenever the two overlap, so such
+    /// a set would leave every worker on its shard's core after all.
+    pub fn io_workers_cpus(&self, shard_cpus: &[usize]) -> Result<Vec<usize>, String> {
+        let Some(list) = &self.io_workers_cpuset else { return Ok(Vec::new()) };
+        let cpus = parse_cpuset(list).map_err(|e| e.replace("--cpuset", "--io-workers-cpuset"))?;
+        if let Some(shared) = cpus.iter().find(|c| shard_cpus.contains(c)) {
+            return Err(format!(
+                "--io-workers-cpuset {list:?} names cpu {shared}, which runs a shard: name only cores without shards \
+                 (the kernel would keep each shard's io workers on the shard's own core)"
+            ));
+        }
+        Ok(cpus)
+    }
+
     /// The cores shards run on, one shard per entry.
     pub fn shard_cpus(&self) -> Result<Vec<usize>, String> {
         let available = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -332,6 +355,19 @@ mod tests {
     fn cpusets_and_advertised_address() {
         assert_eq!(parse_cpuset("0-2,5").unwrap(), vec![0, 1, 2, 5]);
         assert!(parse_cpuset("3-1").is_err());
+    }
+
+    #[test]
+    fn io_workers_go_only_to_cores_without_shards() {
+        let mut c = ServeConfig::default();
+        assert_eq!(c.io_workers_cpus(&[0]).unwrap(), Vec::<usize>::new(), "absent: left on the shard's core");
+        c.io_workers_cpuset = Some("2-3".into());
+        assert_eq!(c.io_workers_cpus(&[0, 1]).unwrap(), vec![2, 3]);
+        c.io_workers_cpuset = Some("1-2".into());
+        let refused = c.io_workers_cpus(&[0, 1]).unwrap_err();
+        assert!(refused.contains("--io-workers-cpuset \"1-2\" names cpu 1"), "{refused}");
+        c.io_workers_cpuset = Some("x".into());
+        assert!(c.io_workers_cpus(&[0]).unwrap_err().starts_with("--io-workers-cpuset"));
     }
 
     #[test]

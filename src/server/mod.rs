@@ -264,6 +264,7 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
         write_behind_ms: config.write_behind_ms,
         journal_file_bytes: config.journal_file_bytes,
         journal_page_cache: config.journal_page_cache,
+        io_workers_cpus: config.io_workers_cpus(&cpus)?,
         max_partitions: memory.partitions_per_shard() * cpus.len() as u64,
         open_files_per_shard: nofile.open_files_per_shard(cpus.len()),
         idle_files_every: Duration::from_millis(config.segment_files_idle_close_ms.max(10)),
@@ -557,13 +558,9 @@ async fn run_shard(start: ShardStart, extras: ShardExtras) -> Result<(), String>
     let shard = Shard::new(settings, senders, table.clone());
     shard.set_acls(acls);
     crate::shard::maintenance::use_background_queue();
-    match io_workers::raise_worker_cap() {
-        Ok(found) => log::info!(
-            "shard {}: kernel io workers for file syncs raised from {found} to {}",
-            shard.id,
-            crate::limits::IO_WORKERS_BOUNDED_PER_SHARD
-        ),
-        Err(e) => log::warn!("shard {}: cannot raise the kernel io worker cap (syncs may queue): {e}", shard.id),
+    match io_workers::set_up(&shard.settings.io_workers_cpus) {
+        Ok(done) => log::info!("shard {}: kernel io workers for file syncs: {done}", shard.id),
+        Err(e) => log::warn!("shard {}: kernel io workers for file syncs: {e}", shard.id),
     }
     if let Err(e) = crate::storage::file::settle_poll_probe(&shard.settings.data_dir, shard.id).await {
         log::warn!("shard {}: cannot probe {} for polled I/O: {e}", shard.id, shard.settings.data_dir.display());

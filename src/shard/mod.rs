@@ -95,6 +95,8 @@ pub struct BrokerSettings {
     pub journal_file_bytes: u64,
     /// `ServeConfig::journal_page_cache`.
     pub journal_page_cache: bool,
+    /// `ServeConfig::io_workers_cpuset`, parsed; empty: the shard's core.
+    pub io_workers_cpus: Vec<usize>,
     /// Partitions the broker can serve within its memory budget
     /// (`server::memory`); topic creation refuses more.
     pub max_partitions: u64,
