@@ -201,9 +201,12 @@ pub fn partitions_at(addr: &str, topic: &str) -> Vec<(i32, Vec<i32>, Vec<i32>, i
     try_partitions_at(addr, topic).unwrap_or_else(|e| panic!("Metadata of {topic} from {addr}: {e}"))
 }
 
+/// One partition as a broker tells it: (leader, replicas, in-sync
+/// replicas, leader epoch).
+pub type PartitionView = (i32, Vec<i32>, Vec<i32>, i32);
+
 /// `partitions_at`, with a refused or broken connection returned.
-#[allow(clippy::type_complexity)]
-pub fn try_partitions_at(addr: &str, topic: &str) -> std::io::Result<Vec<(i32, Vec<i32>, Vec<i32>, i32)>> {
+pub fn try_partitions_at(addr: &str, topic: &str) -> std::io::Result<Vec<PartitionView>> {
     let response = try_metadata_at(addr, Some(&[topic]), false)?;
     let mut ps: Vec<_> = response.topics[0]
         .partitions
